@@ -1,0 +1,50 @@
+// Package taintkit is the overview of a small library that takes the three
+// clever parts of Kubernetes' NoExecute taint manager and makes each a
+// generic, well-tested package, usable alone and driven by an injectable
+// clock ([k8s.io/utils/clock.Clock]).
+//
+// This package holds no code; the work is done by its three sub-packages.
+//
+// # The packages
+//
+// Reach for [github.com/taintkit/taintkit/timedqueue] when work must run for a
+// key no earlier than a given time, with cancel, reschedule (earlier or later)
+// and retry with backoff. One timer and a compact heap serve millions of
+// pending keys; a bounded pool of workers runs what is due, in fire-time order.
+//
+// Reach for [github.com/taintkit/taintkit/tolerations] to decide whether a
+// pod's tolerations tolerate a node's taints, exactly as Kubernetes does, and
+// when a pod on a NoExecute-tainted node must go: now, at a time, or never.
+// Its eviction decision is restart-safe: the countdown runs from when the
+// taint was added (or the pod was bound), not from when a controller happened
+// to see it.
+//
+// Reach for [github.com/taintkit/taintkit/sharding] to handle two kinds of
+// updates on N workers, sharded by a stable hash of a key, with every queued
+// high-priority item of a shard handled before its next low-priority item.
+// Adding never blocks, whatever any shard is doing.
+//
+// # Composed
+//
+// A NoExecute taint manager wires them together (examples/noexecute is the
+// complete, runnable version). Node and pod updates go into a sharding
+// Dispatcher: nodes in the high lane, pods in the low lane, both sharded by
+// node name, so a node and its pods are handled by one worker and a node's
+// taints are always applied before its pods' updates. The node handler lists
+// the node's pods and asks tolerations for each pod's eviction decision. A pod
+// that tolerates nothing is evicted at once; a pod that tolerates every taint
+// for a while gets a timedqueue schedule keyed by its namespace and name, at
+// the absolute time the decision gives; a pod tolerating forever gets none.
+// When a taint goes away, or the pod is deleted or moves, the schedule is
+// cancelled. When a schedule fires, the eviction re-reads the pod and its
+// node, re-decides, and deletes with a UID precondition; a failed delete is
+// retried by the timedqueue with exponential backoff.
+//
+// # Time
+//
+// Every scheduler takes a [k8s.io/utils/clock.Clock] and never reads the
+// wall clock itself, so tests drive it with
+// [k8s.io/utils/clock/testing.FakeClock] and testing/synctest: no sleeps, no
+// flaky timing. Pure time arithmetic (the tolerations package) takes now as an
+// argument and needs no clock at all.
+package taintkit
