@@ -1,0 +1,129 @@
+package sharding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+)
+
+// DefaultShards is the number of shards, and so of workers, when
+// Config.Shards is zero. It matches the taint manager's eight workers.
+const DefaultShards = 8
+
+// Config configures a [Dispatcher]. HighKey, LowKey, HandleHigh and
+// HandleLow are required; every other field has a usable zero value, stated
+// on the field.
+type Config[H, L comparable] struct {
+	// Shards is the number of shards, each served by one worker goroutine.
+	// Zero means DefaultShards; negative values make New fail.
+	Shards int
+
+	// HighKey returns the shard key of a high-priority item, LowKey that of
+	// a low-priority item. Items with equal shard keys go to the same shard
+	// and are never handled at the same time (in the taint manager a pod's
+	// key is its node's name, so a node and its pods never race). They are
+	// called by AddHigh and AddLow on the caller's goroutine and should be
+	// fast; a panic in them is recovered and the item dropped and reported.
+	HighKey func(H) string
+	LowKey  func(L) string
+
+	// HandleHigh and HandleLow handle one item. They run on the shard's
+	// worker goroutine, with no lock of the dispatcher held, so they may call
+	// AddHigh and AddLow. ctx is cancelled when Run's context is done. A
+	// non-nil error, or a panic (recovered and logged with its stack), is a
+	// failure and is retried as Retry says.
+	HandleHigh func(ctx context.Context, item H) error
+	HandleLow  func(ctx context.Context, item L) error
+
+	// Clock is the source of time for retry backoffs and handler latency.
+	// Nil means clock.RealClock{}.
+	Clock clock.Clock
+
+	// Retry says when a failed item is tried again and when it is given up.
+	// The zero value means DefaultMaxAttempts attempts, backing off from
+	// DefaultInitialBackoff up to DefaultMaxBackoff.
+	Retry RetryPolicy
+
+	// MaxHighBurst bounds how long low items can starve. Zero means strict
+	// priority, the original's semantics: a worker never takes a low item
+	// while a high one is queued for its shard. N > 0 lets a worker, after
+	// it took N high items in a row while low items were waiting, take one
+	// low item before going on. Negative values make New fail.
+	MaxHighBurst int
+
+	// Logger receives the dispatcher's logs: failures (V(2)), panics and
+	// drops (errors), the number of items dropped at shutdown. The zero
+	// Logger means klog.Background(). (In logr v1.4, logr.Discard() is the
+	// zero Logger too; to silence the dispatcher pass a logger whose sink
+	// discards, such as one from funcr that is never enabled.)
+	Logger logr.Logger
+
+	// Metrics creates the per-lane metrics when New runs. Nil means no
+	// metrics.
+	Metrics MetricsProvider
+
+	// OnDrop, if not nil, is called once for every item the dispatcher gives
+	// up on, with the reason in Drop.Err. It is called with no lock of the
+	// dispatcher held, on the goroutine that gave up: the shard's worker
+	// after the last failed attempt, the goroutine running Run for items
+	// still queued or waiting for a retry at shutdown, and the goroutine
+	// calling AddHigh/AddLow for items added after Run returned or whose key
+	// func panicked. It must not block; a panic in it is recovered and
+	// logged. It may call AddHigh and AddLow.
+	OnDrop func(Drop[H, L])
+}
+
+// ErrStopped is the reason (Drop.Err) given for items dropped because the
+// dispatcher stopped: still queued or waiting for a retry when Run's context
+// was done, or added after Run returned.
+var ErrStopped = errors.New("sharding: dispatcher stopped")
+
+// Drop describes an item a dispatcher gave up on; see Config.OnDrop.
+type Drop[H, L comparable] struct {
+	// Lane is the item's lane: the item is High for LaneHigh, Low for
+	// LaneLow (the other field is zero).
+	Lane Lane
+	High H
+	Low  L
+	// Attempts is the number of handler attempts that failed for the item
+	// since it was last (re)queued by an add; 0 if it never failed.
+	Attempts int
+	// Err says why: it wraps the last handler error (a *PanicError for a
+	// panic) when the retries ran out, and is ErrStopped when the
+	// dispatcher stopped.
+	Err error
+}
+
+// PanicError is the error recorded for a handler or key func that panicked.
+type PanicError struct {
+	// Value is what was passed to panic.
+	Value any
+	// Stack is the goroutine's stack at the panic, as runtime/debug.Stack
+	// formats it.
+	Stack []byte
+}
+
+// Error returns "sharding: panic: " followed by the panic value.
+func (e *PanicError) Error() string { return fmt.Sprintf("sharding: panic: %v", e.Value) }
+
+// validate returns an error naming the first invalid field of cfg.
+func (cfg *Config[H, L]) validate() error {
+	switch {
+	case cfg.HandleHigh == nil:
+		return errors.New("sharding: HandleHigh must not be nil")
+	case cfg.HandleLow == nil:
+		return errors.New("sharding: HandleLow must not be nil")
+	case cfg.HighKey == nil:
+		return errors.New("sharding: HighKey must not be nil")
+	case cfg.LowKey == nil:
+		return errors.New("sharding: LowKey must not be nil")
+	case cfg.Shards < 0:
+		return fmt.Errorf("sharding: Shards must not be negative, got %d", cfg.Shards)
+	case cfg.MaxHighBurst < 0:
+		return fmt.Errorf("sharding: MaxHighBurst must not be negative, got %d", cfg.MaxHighBurst)
+	}
+	return cfg.Retry.validate()
+}

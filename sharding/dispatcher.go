@@ -1,0 +1,454 @@
+package sharding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Dispatcher hands items to a fixed set of workers, one per shard, routed by
+// the FNV-1a hash of their shard key. Each worker handles its shard's items
+// one at a time, queued high items before queued low items, each lane in FIFO
+// order. See the package documentation for the full model.
+//
+// A Dispatcher is safe for concurrent use by multiple goroutines. The zero
+// value is not usable; call [New].
+type Dispatcher[H, L comparable] struct {
+	shards   []*shard[H, L]
+	n        uint32 // len(shards)
+	clock    clock.Clock
+	retry    RetryPolicy // with defaults applied
+	maxBurst int
+	log      klog.Logger
+	onDrop   func(Drop[H, L])
+	high     laneRT[H, L, H]
+	low      laneRT[H, L, L]
+
+	started atomic.Bool
+
+	rmu   sync.Mutex // guards high.heap, low.heap and rseq
+	rseq  uint64
+	rwake chan struct{} // capacity 1: a retry became the earliest
+
+	// testHookPick, if set (by tests only, before Run), is called by a
+	// worker with its shard's mutex held each time it picks an item, with
+	// the lane picked and the lengths of both lanes just before the pick.
+	testHookPick func(shard int, picked Lane, high, low int)
+}
+
+// laneRT is what a dispatcher knows about one lane; T is H or L.
+type laneRT[H, L, T comparable] struct {
+	lane   Lane
+	key    func(T) string
+	handle func(context.Context, T) error
+	of     func(*shard[H, L]) *lane[T]
+	drop   func(item T, attempts int, err error) Drop[H, L]
+	m      laneMetrics
+	heap   retryHeap[T] // guarded by Dispatcher.rmu
+}
+
+// New returns a Dispatcher for cfg, or an error naming the first invalid
+// field: a nil HandleHigh, HandleLow, HighKey or LowKey, or a negative
+// Shards, MaxHighBurst or Retry field. Items may be added at once; they are
+// handled once [Dispatcher.Run] is called.
+func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := cfg.Shards
+	if n == 0 {
+		n = DefaultShards
+	}
+	d := &Dispatcher[H, L]{
+		shards:   make([]*shard[H, L], n),
+		n:        uint32(n),
+		clock:    cfg.Clock,
+		retry:    cfg.Retry.withDefaults(),
+		maxBurst: cfg.MaxHighBurst,
+		log:      cfg.Logger,
+		onDrop:   cfg.OnDrop,
+		rwake:    make(chan struct{}, 1),
+	}
+	if d.clock == nil {
+		d.clock = clock.RealClock{}
+	}
+	if d.log.IsZero() {
+		d.log = klog.Background()
+	}
+	d.log = d.log.WithName("sharding")
+	for i := range d.shards {
+		d.shards[i] = &shard[H, L]{wake: make(chan struct{}, 1)}
+	}
+	d.high = laneRT[H, L, H]{
+		lane:   LaneHigh,
+		key:    cfg.HighKey,
+		handle: cfg.HandleHigh,
+		of:     func(s *shard[H, L]) *lane[H] { return &s.hi },
+		drop: func(item H, attempts int, err error) Drop[H, L] {
+			return Drop[H, L]{Lane: LaneHigh, High: item, Attempts: attempts, Err: err}
+		},
+		m: newLaneMetrics(cfg.Metrics, LaneHigh),
+	}
+	d.low = laneRT[H, L, L]{
+		lane:   LaneLow,
+		key:    cfg.LowKey,
+		handle: cfg.HandleLow,
+		of:     func(s *shard[H, L]) *lane[L] { return &s.lo },
+		drop: func(item L, attempts int, err error) Drop[H, L] {
+			return Drop[H, L]{Lane: LaneLow, Low: item, Attempts: attempts, Err: err}
+		},
+		m: newLaneMetrics(cfg.Metrics, LaneLow),
+	}
+	return d, nil
+}
+
+// AddHigh adds a high-priority item. If the item is neither queued, being
+// handled nor waiting for a retry, it is queued at the back of its shard's
+// high lane; if it is queued, nothing changes; if it is being handled, it is
+// queued once more when that handling ends; if it waits for a retry, the retry
+// is cancelled and it is queued now, its attempts reset.
+//
+// AddHigh never blocks on a worker or handler: it takes its shard's mutex for
+// O(1) work (amortised), and calls Config.HighKey. After Run has returned,
+// the item is dropped and reported with ErrStopped. It may be called from
+// handlers and hooks.
+func (d *Dispatcher[H, L]) AddHigh(item H) { add(d, &d.high, item) }
+
+// AddLow adds a low-priority item, as [Dispatcher.AddHigh] does for high
+// ones. A low item is handled only when no high item is queued for its shard
+// (or, with Config.MaxHighBurst N > 0, after N high items in a row).
+func (d *Dispatcher[H, L]) AddLow(item L) { add(d, &d.low, item) }
+
+func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
+	key, err := shardKey(rt.key, item)
+	if err != nil {
+		rt.m.drops.Inc()
+		d.log.Error(err, "Dropping item: shard key func panicked", "lane", rt.lane, "item", item,
+			"stack", string(err.(*PanicError).Stack))
+		d.reportDrop(rt.drop(item, 0, err))
+		return
+	}
+	s := d.shards[fnv1a32(key)%d.n]
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		rt.m.drops.Inc()
+		d.log.V(2).Info("Dropping item added after Run returned", "lane", rt.lane, "item", item)
+		d.reportDrop(rt.drop(item, 0, ErrStopped))
+		return
+	}
+	queued := rt.of(s).add(item)
+	s.mu.Unlock()
+	if queued {
+		rt.m.depth.Inc()
+		s.signal()
+	}
+}
+
+// shardKey calls key, turning a panic into a *PanicError.
+func shardKey[T any](key func(T) string, item T) (k string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return key(item), nil
+}
+
+// Len returns the number of items queued and not yet started, over both
+// lanes and all shards. Items being handled or waiting for a retry are not
+// counted. Len is O(Shards); shards are counted one after another, so under
+// concurrent adds the sum is not a snapshot of one instant.
+func (d *Dispatcher[H, L]) Len() int {
+	n := 0
+	for _, s := range d.shards {
+		s.mu.Lock()
+		n += s.hi.q.len() + s.lo.q.len()
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// Run starts one worker goroutine per shard and one retry-timer goroutine,
+// and blocks until ctx is done. Then it stops: workers take no new item, the
+// ctx every running handler got is done (it is ctx, or derived from it), and
+// Run waits until every handler and both kinds of goroutine have returned.
+// Last, it drops the items still queued or waiting for a retry, counting and
+// reporting each (Config.OnDrop, with ErrStopped) and logging their number.
+// The return of every handler happens before Run returns; an item added
+// after Run returned is dropped at once.
+//
+// Run may be called once. A second call logs an error and returns at once.
+func (d *Dispatcher[H, L]) Run(ctx context.Context) {
+	if !d.started.CompareAndSwap(false, true) {
+		d.log.Error(errors.New("sharding: Run called more than once"), "Ignoring the call")
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range d.shards {
+		wg.Go(func() { d.work(ctx, i) })
+	}
+	wg.Go(func() { d.retryLoop(ctx) })
+	wg.Wait()
+	d.stop()
+}
+
+// work is the worker of shard idx.
+func (d *Dispatcher[H, L]) work(ctx context.Context, idx int) {
+	s := d.shards[idx]
+	done := ctx.Done()
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		s.mu.Lock()
+		picked, ok := s.pick(d.maxBurst)
+		if !ok {
+			s.mu.Unlock()
+			select {
+			case <-done:
+				return
+			case <-s.wake:
+			}
+			continue
+		}
+		if d.testHookPick != nil {
+			d.testHookPick(idx, picked, s.hi.q.len(), s.lo.q.len())
+		}
+		if picked == LaneHigh {
+			item := s.hi.pop()
+			s.mu.Unlock()
+			handle(ctx, d, idx, &d.high, item)
+		} else {
+			item := s.lo.pop()
+			s.mu.Unlock()
+			handle(ctx, d, idx, &d.low, item)
+		}
+	}
+}
+
+// handle runs one attempt of item, taken from lane rt of shard idx, and
+// records its end.
+func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx int, rt *laneRT[H, L, T], item T) {
+	rt.m.depth.Dec()
+	var start time.Time
+	if rt.m.timed {
+		start = d.clock.Now()
+	}
+	err := callHandler(ctx, rt.handle, item)
+	if rt.m.timed {
+		rt.m.latency.Observe(d.clock.Since(start).Seconds())
+	}
+
+	s := d.shards[idx]
+	s.mu.Lock()
+	var gen uint64
+	if err != nil {
+		s.gen++
+		gen = s.gen
+	}
+	out, attempts := rt.of(s).done(item, err != nil, d.retry.MaxAttempts, gen)
+	s.mu.Unlock()
+
+	if pe, ok := err.(*PanicError); ok {
+		d.log.Error(pe, "Handler panicked", "lane", rt.lane, "item", item, "stack", string(pe.Stack))
+	}
+	switch out {
+	case outcomeRequeue:
+		rt.m.depth.Inc()
+		// No signal needed: this worker looks at its lanes next.
+	case outcomeRetry:
+		rt.m.retries.Inc()
+		wait := d.retry.backoff(attempts)
+		d.log.V(2).Info("Handler failed, will retry", "lane", rt.lane, "item", item,
+			"failedAttempts", attempts, "retryIn", wait, "err", err)
+		scheduleRetry(d, rt, retryEntry[T]{due: d.clock.Now().Add(wait), gen: gen, shard: idx, item: item})
+	case outcomeDrop:
+		rt.m.drops.Inc()
+		err = fmt.Errorf("sharding: %s item dropped after %d failed attempts: %w", rt.lane, attempts, err)
+		d.log.Error(err, "Dropping item", "lane", rt.lane, "item", item)
+		d.reportDrop(rt.drop(item, attempts, err))
+	}
+}
+
+// callHandler calls fn, turning a panic into a *PanicError.
+func callHandler[T any](ctx context.Context, fn func(context.Context, T) error, item T) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return fn(ctx, item)
+}
+
+// reportDrop calls the OnDrop hook, if any, recovering a panic.
+func (d *Dispatcher[H, L]) reportDrop(drop Drop[H, L]) {
+	if d.onDrop == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.Error(&PanicError{Value: r}, "OnDrop hook panicked", "stack", string(debug.Stack()))
+		}
+	}()
+	d.onDrop(drop)
+}
+
+// scheduleRetry puts e in rt's retry heap and wakes the retry loop if e is
+// now the earliest retry of the lane.
+func scheduleRetry[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], e retryEntry[T]) {
+	d.rmu.Lock()
+	d.rseq++
+	e.seq = d.rseq
+	rt.heap.push(e)
+	first := rt.heap[0].seq == e.seq
+	d.rmu.Unlock()
+	if first {
+		select {
+		case d.rwake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// clockRaceSlack is how far the clock may move between reading Now and
+// arming the timer before the loop re-reads it and re-arms. A real clock
+// moves far less; a FakeClock.Step racing with the re-arm moves it more.
+const clockRaceSlack = time.Millisecond
+
+// retryLoop is the one goroutine that owns the one live retry timer. It
+// queues due retries and sleeps until the earliest of the rest, a new
+// earliest retry, or ctx is done.
+func (d *Dispatcher[H, L]) retryLoop(ctx context.Context) {
+	var (
+		timer  clock.Timer
+		hiDue  []retryEntry[H]
+		loDue  []retryEntry[L]
+		done   = ctx.Done()
+		stopTm = func() {
+			if timer != nil {
+				// A fresh timer per wait, rather than Reset, so that a
+				// value left in the old channel never matters (a
+				// FakeClock does not drain on Reset).
+				timer.Stop()
+				timer = nil
+			}
+		}
+	)
+	defer stopTm()
+	for {
+		stopTm()
+		// Re-read the time after every wake-up: a Step may have raced
+		// with the previous wait.
+		now := d.clock.Now()
+		d.rmu.Lock()
+		hiDue = popDue(&d.high.heap, now, hiDue[:0])
+		loDue = popDue(&d.low.heap, now, loDue[:0])
+		next, ok := earliest(d.high.heap, d.low.heap)
+		d.rmu.Unlock()
+		requeue(d, &d.high, hiDue)
+		requeue(d, &d.low, loDue)
+
+		var fire <-chan time.Time
+		if ok {
+			timer = d.clock.NewTimer(next.Sub(now))
+			fire = timer.C()
+			if now2 := d.clock.Now(); !now2.Before(next) || now2.Sub(now) > clockRaceSlack {
+				continue // the clock moved while arming: look again
+			}
+		}
+		select {
+		case <-done:
+			return
+		case <-d.rwake:
+		case <-fire:
+		}
+	}
+}
+
+// popDue appends to buf and removes from h the entries due at or before now.
+func popDue[T any](h *retryHeap[T], now time.Time, buf []retryEntry[T]) []retryEntry[T] {
+	for len(*h) > 0 && !(*h)[0].due.After(now) {
+		buf = append(buf, h.pop())
+	}
+	return buf
+}
+
+// earliest returns the earliest due time in a or b, if any.
+func earliest[H, L any](a retryHeap[H], b retryHeap[L]) (time.Time, bool) {
+	switch {
+	case len(a) == 0 && len(b) == 0:
+		return time.Time{}, false
+	case len(a) == 0:
+		return b[0].due, true
+	case len(b) == 0 || a[0].due.Before(b[0].due):
+		return a[0].due, true
+	}
+	return b[0].due, true
+}
+
+// requeue queues the due retries that are not stale, and clears due.
+func requeue[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], due []retryEntry[T]) {
+	for i := range due {
+		e := &due[i]
+		s := d.shards[e.shard]
+		s.mu.Lock()
+		ok := !s.closed && rt.of(s).retryDue(e.item, e.gen)
+		s.mu.Unlock()
+		if ok {
+			rt.m.depth.Inc()
+			s.signal()
+		}
+		*e = retryEntry[T]{}
+	}
+}
+
+// stop runs after every worker and the retry loop returned: it closes every
+// shard to adds and drops what was left.
+func (d *Dispatcher[H, L]) stop() {
+	var hq, hw []dropped[H]
+	var lq, lw []dropped[L]
+	for _, s := range d.shards {
+		s.mu.Lock()
+		s.closed = true
+		q, w := s.hi.drain()
+		hq, hw = append(hq, q...), append(hw, w...)
+		q2, w2 := s.lo.drain()
+		lq, lw = append(lq, q2...), append(lw, w2...)
+		s.mu.Unlock()
+	}
+	d.rmu.Lock()
+	d.high.heap, d.low.heap = nil, nil
+	d.rmu.Unlock()
+
+	if n := len(hq) + len(hw) + len(lq) + len(lw); n > 0 {
+		d.log.Info("Dropped items at shutdown", "count", n,
+			"highQueued", len(hq), "highWaitingForRetry", len(hw),
+			"lowQueued", len(lq), "lowWaitingForRetry", len(lw))
+	}
+	// All shards are closed first, so an OnDrop that adds again sees its
+	// add dropped at once rather than queued.
+	dropStopped(d, &d.high, hq, true)
+	dropStopped(d, &d.high, hw, false)
+	dropStopped(d, &d.low, lq, true)
+	dropStopped(d, &d.low, lw, false)
+}
+
+func dropStopped[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], items []dropped[T], queued bool) {
+	for _, it := range items {
+		if queued {
+			rt.m.depth.Dec()
+		}
+		rt.m.drops.Inc()
+		d.reportDrop(rt.drop(it.item, it.attempts, ErrStopped))
+	}
+}

@@ -1,0 +1,20 @@
+package sharding
+
+// FNV-1a, 32-bit (http://www.isthe.com/chongo/tech/comp/fnv/). The constants
+// are the published offset basis and prime.
+const (
+	fnvOffset32 = 2166136261
+	fnvPrime32  = 16777619
+)
+
+// fnv1a32 returns the 32-bit FNV-1a hash of key. It ranges over the bytes of
+// the string directly, so it never allocates; it equals hash/fnv's New32a
+// applied to []byte(key).
+func fnv1a32(key string) uint32 {
+	h := uint32(fnvOffset32)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= fnvPrime32
+	}
+	return h
+}
