@@ -48,7 +48,7 @@ var (
 	keys      = []string{"", "a", "b", "node.kubernetes.io/unreachable"}
 	operators = []v1.TolerationOperator{"", v1.TolerationOpEqual, v1.TolerationOpExists, v1.TolerationOpLt, v1.TolerationOpGt, "equal", "Bogus"}
 	// values holds valid decimal integers and every kind of malformed one.
-	values  = []string{"", "x", "0", "1", "2", "10", "-1", "-0", "+1", "01", " 1", "1 ", "1e3", "0x1", "1.0", "-", "--1",
+	values = []string{"", "x", "0", "1", "2", "10", "-1", "-0", "+1", "01", " 1", "1 ", "1e3", "0x1", "1.0", "-", "--1",
 		"9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809", "99999999999999999999"}
 	effects = []v1.TaintEffect{"", v1.TaintEffectNoExecute, v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, "Other"}
 )
@@ -326,4 +326,3 @@ func TestAllocations(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { m.GetMatchingTolerations(taints, tols) })
 	assert.Equal(t, 1.0, allocs, "GetMatchingTolerations allocates the result only")
 }
-
