@@ -1,0 +1,378 @@
+package timedqueue
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+)
+
+// WorkFunc is the work a [TimedWorkerQueue] runs for a key once its FireAt has
+// come. ctx is cancelled when the queue shuts down and, with
+// [WithAttemptTimeout], when the attempt times out. A nil error ends the
+// schedule; an error (or a panic) fails the attempt, which is retried per the
+// queue's [RetryPolicy] unless it is [Permanent].
+type WorkFunc[K comparable] func(ctx context.Context, key K) error
+
+// TimedWorker is a snapshot of one schedule, as returned by
+// [TimedWorkerQueue.GetWorker]. It is a copy, safe to keep and to read while the
+// queue changes. Times are returned with the instant and Location the caller
+// gave, without a monotonic clock reading.
+type TimedWorker[K comparable] struct {
+	Key K
+	// CreatedAt is as given by the caller of the AddWork or UpdateWork that
+	// scheduled this work; the queue does not use it.
+	CreatedAt time.Time
+	// FireAt is as given by the caller; retries never change it.
+	FireAt time.Time
+	// Attempts counts the failed attempts of this schedule so far.
+	Attempts int
+	// NextAttempt is when the work will next start: FireAt, or the retry time
+	// after a failure. While Running it is when the running attempt was due.
+	NextAttempt time.Time
+	// Running reports whether an attempt is in flight.
+	Running bool
+}
+
+// ErrShutdown is the cause (see context.Cause) of the cancellation of the ctx
+// given to work funcs when the queue shuts down.
+var ErrShutdown = errors.New("timedqueue: queue shut down")
+
+// TimedWorkerQueue runs a [WorkFunc] for each scheduled key no earlier than the
+// key's FireAt, read from the queue's clock, with at most MaxConcurrency work
+// funcs at once, retrying failures with exponential backoff.
+//
+// Each key has at most one live schedule, which is pending, running or backing
+// off; a schedule cancelled while running is withdrawn: its attempt finishes and
+// nothing follows. The package documentation gives the full state table.
+//
+// AddWork, UpdateWork and CancelWork are O(log n) in the number of schedules;
+// GetWorker and Len are O(1). A pending schedule costs about 100 bytes, no
+// goroutine and no timer: the queue runs one timer goroutine plus at most
+// MaxConcurrency work goroutines, started on demand.
+//
+// A TimedWorkerQueue is safe for concurrent use by multiple goroutines, and its
+// methods may be called from work funcs and hooks. The zero value is not usable;
+// call [New].
+type TimedWorkerQueue[K comparable] struct {
+	work    WorkFunc[K]
+	clock   clock.Clock
+	max     int
+	retry   RetryPolicy
+	timeout time.Duration
+	log     logr.Logger
+	hook    FailureFunc[K]
+	m       metrics
+
+	baseCtx    context.Context // parent of every work ctx; cancelled by Shutdown
+	cancelBase context.CancelCauseFunc
+	plainCtx   *workCtx // the work ctx when there is no attempt timeout
+	timerC     <-chan time.Time
+	stop       chan struct{} // closed by Shutdown: the timer goroutine exits
+
+	mu          sync.Mutex
+	s           *store[K]
+	withdrawn   map[K]struct{} // keys with a withdrawn attempt in flight
+	active      int            // attempts in flight, withdrawn included; = busy worker goroutines
+	timer       clock.Timer    // the queue's only timer
+	armedAt     int64          // Unix ns the timer is armed for, or never
+	timed       []*attempt[K]  // in-flight attempts with a deadline
+	minDeadline int64          // min deadline over timed, or never
+	closed      bool
+	inside      int           // work funcs blocked in Shutdown
+	timerExited bool          // the timer goroutine has returned
+	changed     chan struct{} // after Shutdown: closed and replaced when a Shutdown wait condition may have changed
+}
+
+// New returns a queue that runs work for each scheduled key, configured by opts.
+// It returns an error naming the bad value if work is nil or an option is
+// invalid. The queue starts its timer goroutine at once; call
+// [TimedWorkerQueue.Shutdown] to stop it.
+func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], error) {
+	if work == nil {
+		return nil, errors.New("timedqueue: work func must not be nil")
+	}
+	o, hook, err := buildOptions[K](opts)
+	if err != nil {
+		return nil, err
+	}
+	q := &TimedWorkerQueue[K]{
+		work:        work,
+		clock:       o.clock,
+		max:         o.maxConcurrency,
+		retry:       o.retry,
+		timeout:     o.attemptTimeout,
+		log:         o.logger,
+		hook:        hook,
+		m:           newMetrics(o.metrics, o.name),
+		stop:        make(chan struct{}),
+		s:           newStore[K](),
+		withdrawn:   make(map[K]struct{}),
+		armedAt:     never,
+		minDeadline: never,
+		changed:     make(chan struct{}),
+	}
+	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
+	q.plainCtx = &workCtx{Context: q.baseCtx, q: q}
+	// One timer for the queue's whole life, created stopped. It is re-armed
+	// with Stop, a drain and Reset, never with Reset alone: a FakeClock does not
+	// drain on Reset, and a stale value would make a later Step block.
+	q.timer = q.clock.NewTimer(time.Hour)
+	q.timer.Stop()
+	q.timerC = q.timer.C()
+	go q.timerLoop()
+	return q, nil
+}
+
+// AddWork schedules work for key, to start no earlier than fireAt, and reports
+// whether it did. It returns false, changing nothing, if key already has a live
+// schedule (pending, running or backing off) or the queue is shut down. If the
+// key's previous schedule was withdrawn (cancelled while running), the new one
+// starts no earlier than fireAt and not before the withdrawn attempt returns.
+//
+// fireAt is absolute, compared with the queue's clock: a fireAt at or before now
+// starts as soon as a concurrency slot is free, possibly before AddWork returns.
+// createdAt is kept for the caller and not used. The schedule takes effect
+// before AddWork returns: a clock step made afterwards is seen by it.
+func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
+	var d delta
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	if _, ok := q.s.m[key]; ok {
+		q.mu.Unlock()
+		return false
+	}
+	q.scheduleLocked(key, createdAt, fireAt, &d)
+	q.pumpLocked(&d)
+	q.mu.Unlock()
+	q.m.apply(d)
+	return true
+}
+
+// UpdateWork reschedules the work for key to start no earlier than fireAt and
+// reports whether it changed anything.
+//
+// If key has no live schedule, UpdateWork is AddWork. If the schedule is pending
+// or backing off and fireAt differs from its FireAt (time.Time.Equal), it is
+// moved, earlier or later, createdAt replaces CreatedAt and Attempts is reset to
+// zero. If fireAt equals FireAt, nothing changes (a backoff in progress goes on)
+// and UpdateWork returns false. While an attempt is running nothing changes and
+// UpdateWork returns false. After Shutdown it returns false.
+func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) bool {
+	var d delta
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	i, ok := q.s.m[key]
+	if !ok {
+		q.scheduleLocked(key, createdAt, fireAt, &d)
+	} else {
+		e := &q.s.slab[i]
+		if e.state == stateRunning || (fireAt.Unix() == e.fireSec && int32(fireAt.Nanosecond()) == e.fireNs) {
+			q.mu.Unlock()
+			return false
+		}
+		e.createdSec, e.createdNs, e.createdLoc = q.s.packTime(createdAt)
+		e.fireSec, e.fireNs, e.fireLoc = q.s.packTime(fireAt)
+		e.attempts = 0
+		e.seq = q.s.nextSeq() // a new schedule: ordered after earlier ones with the same time
+		e.next = unixNano(fireAt)
+		if e.state == stateWaiting {
+			q.s.fix(int(e.heapPos), hnode{at: e.next, idx: i})
+		}
+		d.adds++
+	}
+	q.pumpLocked(&d)
+	q.mu.Unlock()
+	q.m.apply(d)
+	return true
+}
+
+// scheduleLocked creates a schedule for key, which has no live one.
+func (q *TimedWorkerQueue[K]) scheduleLocked(key K, createdAt, fireAt time.Time, d *delta) {
+	s := q.s
+	i := s.alloc()
+	e := &s.slab[i]
+	e.key = key
+	e.seq = s.nextSeq()
+	e.createdSec, e.createdNs, e.createdLoc = s.packTime(createdAt)
+	e.fireSec, e.fireNs, e.fireLoc = s.packTime(fireAt)
+	e.next = unixNano(fireAt)
+	e.attempts = 0
+	e.heapPos = -1
+	s.m[key] = i
+	if _, ok := q.withdrawn[key]; ok {
+		e.state = stateBlocked // released into the heap when the withdrawn attempt returns
+	} else {
+		e.state = stateWaiting
+		s.push(i, e.next)
+	}
+	d.adds++
+	d.pending++
+}
+
+// CancelWork removes pending or backing-off work for key and reports whether it
+// did. When it returns true, the work func will not start for that schedule.
+// Running work is not interrupted: CancelWork returns false, the schedule is
+// withdrawn (GetWorker reports false and the key is free for AddWork at once),
+// and a failed attempt is not retried. CancelWork of an absent key returns false.
+func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
+	var d delta
+	q.mu.Lock()
+	i, ok := q.s.m[key]
+	if !ok {
+		q.mu.Unlock()
+		return false
+	}
+	e := &q.s.slab[i]
+	delete(q.s.m, key)
+	switch e.state {
+	case stateRunning:
+		// The worker holds (idx, seq); freeing the slot makes its identity check
+		// fail, so its end is handled as a withdrawn attempt.
+		q.withdrawn[key] = struct{}{}
+		q.s.release(i)
+		q.mu.Unlock()
+		return false
+	case stateWaiting:
+		q.s.remove(int(e.heapPos))
+	}
+	q.s.release(i)
+	d.pending--
+	q.pumpLocked(&d) // the earliest time may have changed
+	q.mu.Unlock()
+	q.m.apply(d)
+	return true
+}
+
+// GetWorker returns a snapshot of the live schedule for key and reports whether
+// there is one: pending, running or backing off. A withdrawn attempt is not
+// reported.
+func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	i, ok := q.s.m[key]
+	if !ok {
+		return TimedWorker[K]{}, false
+	}
+	return q.snapshotLocked(&q.s.slab[i]), true
+}
+
+func (q *TimedWorkerQueue[K]) snapshotLocked(e *entry[K]) TimedWorker[K] {
+	w := TimedWorker[K]{
+		Key:       e.key,
+		CreatedAt: q.s.unpackTime(e.createdSec, e.createdNs, e.createdLoc),
+		FireAt:    q.s.unpackTime(e.fireSec, e.fireNs, e.fireLoc),
+		Attempts:  int(e.attempts),
+		Running:   e.state == stateRunning,
+	}
+	if e.attempts == 0 {
+		w.NextAttempt = w.FireAt
+	} else {
+		w.NextAttempt = time.Unix(0, e.next).In(q.s.locs[e.fireLoc])
+	}
+	return w
+}
+
+// Len returns the number of live schedules: pending, running and backing off,
+// not withdrawn.
+func (q *TimedWorkerQueue[K]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.s.m)
+}
+
+// Shutdown stops the queue and waits for its work funcs to return.
+//
+// It refuses new work (later AddWork and UpdateWork return false), drops the
+// pending and backing-off schedules (they never run; their number is logged and
+// counted as drops), cancels the ctx given to running work funcs with cause
+// [ErrShutdown], and waits for every work func and the timer goroutine to
+// return. A running attempt that fails is not retried. The return of every work
+// func happens before Shutdown returns nil. If ctx ends first, Shutdown returns
+// ctx.Err(); the queue is stopped all the same, and Shutdown may be called again
+// to wait. Shutdown is idempotent.
+//
+// Called from inside a work func with the ctx given to it (or one derived from
+// it), Shutdown does not wait for that work func, nor for other work funcs
+// blocked in Shutdown the same way, and the cancellation of that ctx by Shutdown
+// itself does not end the wait. Called from a work func with an unrelated ctx,
+// it would wait for its own caller: don't.
+func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
+	inside := false
+	if v, ok := ctx.Value(workCtxKey{}).(*TimedWorkerQueue[K]); ok && v == q {
+		inside = true
+	}
+	var d delta
+	dropped := 0
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		for key, i := range q.s.m {
+			if q.s.slab[i].state == stateRunning {
+				continue
+			}
+			delete(q.s.m, key)
+			q.s.release(i)
+			dropped++
+		}
+		q.s.heap = nil
+		q.stopTimerLocked()
+		close(q.stop)
+		q.cancelBase(ErrShutdown)
+		d.pending -= dropped
+		d.drops += dropped
+	}
+	if inside {
+		q.inside++
+	}
+	q.mu.Unlock()
+	q.m.apply(d)
+	if dropped > 0 {
+		q.log.Info("Shutdown dropped work that had not started", "count", dropped)
+	}
+
+	done := ctx.Done()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for !(q.timerExited && (q.active == 0 || inside && q.active <= q.inside)) {
+		ch := q.changed
+		q.mu.Unlock()
+		select {
+		case <-ch:
+			q.mu.Lock()
+		case <-done:
+			q.mu.Lock()
+			if inside && errors.Is(context.Cause(ctx), ErrShutdown) {
+				done = nil // our own cancellation of the work ctx: keep waiting
+				continue
+			}
+			if inside {
+				q.inside--
+				q.notifyLocked()
+			}
+			return ctx.Err()
+		}
+	}
+	if inside {
+		q.inside--
+		q.notifyLocked()
+	}
+	return nil
+}
+
+// notifyLocked wakes Shutdown waiters after a change of their wait condition.
+func (q *TimedWorkerQueue[K]) notifyLocked() {
+	if q.closed {
+		close(q.changed)
+		q.changed = make(chan struct{})
+	}
+}

@@ -1,0 +1,423 @@
+package timedqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"time"
+)
+
+// PanicError is the error an attempt fails with when its work func panics. The
+// panic is recovered: it never kills the process and counts as a failure.
+type PanicError struct {
+	// Value is the value passed to panic.
+	Value any
+	// Stack is the stack of the panicking goroutine, as debug.Stack returns it.
+	Stack []byte
+}
+
+// Error returns the panic value; the stack is left out.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("timedqueue: work func panicked: %v", e.Value)
+}
+
+// errGoexit fails an attempt whose work func called runtime.Goexit (for example
+// through t.FailNow in a test).
+var errGoexit = errors.New("timedqueue: work func called runtime.Goexit")
+
+// workCtxKey is the context key under which a work ctx carries its queue, so
+// that Shutdown can tell it is called from inside a work func.
+type workCtxKey struct{}
+
+// workCtx is the ctx handed to a work func.
+type workCtx struct {
+	context.Context
+	q        any       // the queue, for workCtxKey
+	deadline time.Time // zero without an attempt timeout
+}
+
+func (c *workCtx) Value(key any) any {
+	if key == (workCtxKey{}) {
+		return c.q
+	}
+	return c.Context.Value(key)
+}
+
+func (c *workCtx) Deadline() (time.Time, bool) {
+	if c.deadline.IsZero() {
+		return c.Context.Deadline()
+	}
+	return c.deadline, true
+}
+
+// Err reports context.DeadlineExceeded when the attempt timed out: the queue
+// cancels the attempt with that cause from its own timer, on its own clock.
+func (c *workCtx) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// attempt is one run of a work func.
+type attempt[K comparable] struct {
+	key      K
+	idx      int32  // slab slot of the schedule when it started
+	seq      uint64 // the schedule's seq: if the slot no longer has it, the schedule was withdrawn
+	first    bool   // first attempt of its schedule: lateness is observed
+	late     int64  // start − FireAt, ns
+	ctx      context.Context
+	cancel   context.CancelCauseFunc // nil without an attempt timeout
+	deadline int64                   // Unix ns, with an attempt timeout
+	tpos     int                     // index in q.timed, -1 if not there
+}
+
+// outcome is what the end of an attempt needs to report once the lock is released.
+type outcome[K comparable] struct {
+	kind int
+	w    TimedWorker[K] // the schedule when it ended
+	err  error
+	wait time.Duration
+}
+
+const (
+	outcomeNone = iota
+	outcomeRetry
+	outcomeFinal
+	outcomeWithdrawnFailed
+)
+
+// nowNs reads the queue's clock in Unix nanoseconds.
+func (q *TimedWorkerQueue[K]) nowNs() int64 { return unixNano(q.clock.Now()) }
+
+// pumpLocked brings the queue up to date with its clock: it expires timed-out
+// attempts, starts due schedules while slots are free, and arms the timer for
+// the next event. Every method that may change the earliest event calls it
+// before returning, so no change waits for the timer goroutine.
+func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
+	for {
+		now := q.nowNs()
+		if q.timeout > 0 && q.minDeadline <= now {
+			q.expireLocked(now)
+		}
+		q.startDueLocked(now, d)
+		want := q.wakeAtLocked(now)
+		if want == q.armedAt {
+			return
+		}
+		q.stopTimerLocked()
+		if want == never {
+			return
+		}
+		delay := want - now
+		if delay < 0 { // overflow: want is far away
+			delay = math.MaxInt64
+		}
+		q.timer.Reset(time.Duration(delay))
+		q.armedAt = want
+		// The timer was armed relative to the clock's time at Reset. If the clock
+		// moved past want meanwhile, a FakeClock will not fire it: go round again.
+		if q.nowNs() < want {
+			return
+		}
+	}
+}
+
+// wakeAtLocked returns when the timer must fire next, or never.
+func (q *TimedWorkerQueue[K]) wakeAtLocked(now int64) int64 {
+	if q.closed {
+		return never // running work was cancelled; nothing else will start
+	}
+	want := q.minDeadline
+	if len(q.s.heap) > 0 {
+		// A due top only remains when every slot is busy: a worker that
+		// finishes takes it, no timer is needed.
+		if at := q.s.top().at; at > now {
+			want = min(want, at)
+		}
+	}
+	return want
+}
+
+// stopTimerLocked stops the timer and drains a value it may have sent.
+func (q *TimedWorkerQueue[K]) stopTimerLocked() {
+	if q.armedAt == never {
+		return
+	}
+	if !q.timer.Stop() {
+		select {
+		case <-q.timerC:
+		default:
+		}
+	}
+	q.armedAt = never
+}
+
+// startDueLocked starts due schedules, in (NextAttempt, seq) order, while
+// concurrency slots are free, each on a new worker goroutine.
+func (q *TimedWorkerQueue[K]) startDueLocked(now int64, d *delta) {
+	for !q.closed && q.active < q.max && len(q.s.heap) > 0 && q.s.top().at <= now {
+		a := q.beginLocked(q.s.pop(), now)
+		q.active++
+		d.running++
+		d.pending--
+		go q.worker(a)
+	}
+}
+
+// beginLocked marks slot i, just taken from the heap, running and returns its attempt.
+func (q *TimedWorkerQueue[K]) beginLocked(i int32, now int64) *attempt[K] {
+	e := &q.s.slab[i]
+	e.state = stateRunning
+	a := &attempt[K]{key: e.key, idx: i, seq: e.seq, first: e.attempts == 0, tpos: -1}
+	if a.first {
+		a.late = now - e.next
+	}
+	if q.timeout <= 0 {
+		a.ctx = q.plainCtx
+		return a
+	}
+	cctx, cancel := context.WithCancelCause(q.baseCtx)
+	a.cancel = cancel
+	a.deadline = addNano(now, q.timeout)
+	a.ctx = &workCtx{Context: cctx, q: q, deadline: time.Unix(0, a.deadline)}
+	a.tpos = len(q.timed)
+	q.timed = append(q.timed, a)
+	q.minDeadline = min(q.minDeadline, a.deadline)
+	return a
+}
+
+// expireLocked cancels the attempts whose deadline has passed.
+func (q *TimedWorkerQueue[K]) expireLocked(now int64) {
+	for i := 0; i < len(q.timed); {
+		if a := q.timed[i]; a.deadline <= now {
+			a.cancel(context.DeadlineExceeded)
+			q.untimeLocked(a) // moves the last one to i
+			continue
+		}
+		i++
+	}
+}
+
+// untimeLocked removes a from q.timed and recomputes the earliest deadline.
+func (q *TimedWorkerQueue[K]) untimeLocked(a *attempt[K]) {
+	if a.tpos < 0 {
+		return
+	}
+	last := len(q.timed) - 1
+	q.timed[a.tpos] = q.timed[last]
+	q.timed[a.tpos].tpos = a.tpos
+	q.timed[last] = nil
+	q.timed = q.timed[:last]
+	a.tpos = -1
+	if a.deadline == q.minDeadline {
+		q.minDeadline = never
+		for _, b := range q.timed {
+			q.minDeadline = min(q.minDeadline, b.deadline)
+		}
+	}
+}
+
+// timerLoop is the queue's timer goroutine: it wakes when the timer fires and
+// brings the queue up to date. It exits when Shutdown closes q.stop.
+func (q *TimedWorkerQueue[K]) timerLoop() {
+	for {
+		select {
+		case <-q.timerC:
+		case <-q.stop:
+			q.mu.Lock()
+			q.timerExited = true
+			q.notifyLocked()
+			q.mu.Unlock()
+			return
+		}
+		var d delta
+		q.mu.Lock()
+		q.armedAt = never // it fired; if it was re-armed meanwhile, pump re-arms it once more
+		q.pumpLocked(&d)
+		q.mu.Unlock()
+		q.m.apply(d)
+	}
+}
+
+// worker runs attempts until none is due, then exits. It starts with a.
+func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
+	// If a work func or the failure hook calls runtime.Goexit, this goroutine
+	// ends in the middle of the loop; the deferred func completes the
+	// bookkeeping and hands the next attempt to a new goroutine.
+	var (
+		inWork = false
+		inHook = false
+	)
+	defer func() {
+		var next *attempt[K]
+		switch {
+		case inWork:
+			next = q.finish(a, errGoexit)
+		case inHook:
+			next = q.release()
+		default:
+			return
+		}
+		if next != nil {
+			go q.worker(next)
+		}
+	}()
+	for a != nil {
+		inWork = true
+		err := q.run(a)
+		inWork = false
+		var o outcome[K]
+		next, wait := q.settle(a, err, &o)
+		q.report(a, &o)
+		if wait {
+			inHook = true
+			q.callHook(&o)
+			inHook = false
+			next = q.release()
+		}
+		a = next
+	}
+}
+
+// finish settles a, reports it and returns the next attempt for this worker.
+func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
+	var o outcome[K]
+	next, wait := q.settle(a, err, &o)
+	q.report(a, &o)
+	if wait {
+		q.callHook(&o)
+		next = q.release()
+	}
+	return next
+}
+
+// run calls the work func for a, recovering a panic into a *PanicError.
+func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
+	if a.first {
+		q.m.lateness.Observe(float64(a.late) / float64(time.Second))
+	}
+	start := q.clock.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			pe := &PanicError{Value: r, Stack: debug.Stack()}
+			q.log.Error(pe, "Work func panicked", "key", a.key, "stack", string(pe.Stack))
+			err = pe
+		}
+		q.m.workDuration.Observe(q.clock.Since(start).Seconds())
+		if a.cancel != nil {
+			a.cancel(context.Canceled)
+		}
+	}()
+	return q.work(a.ctx, a.key)
+}
+
+// settle records the end of attempt a with error err. It returns the next
+// attempt this worker should run, unless o needs the failure hook (wait is
+// true): then the worker keeps its slot until it has called the hook and
+// [TimedWorkerQueue.release].
+func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (next *attempt[K], wait bool) {
+	var d delta
+	q.mu.Lock()
+	q.untimeLocked(a)
+	now := q.nowNs()
+	s := q.s
+	e := &s.slab[a.idx]
+	switch {
+	case e.state != stateRunning || e.seq != a.seq:
+		// Withdrawn: the schedule was cancelled while this attempt ran. Never
+		// touch the slot (it may hold a newer schedule); release the key's new
+		// schedule, if any, which waited for this attempt.
+		delete(q.withdrawn, a.key)
+		if i, ok := s.m[a.key]; ok && s.slab[i].state == stateBlocked {
+			s.slab[i].state = stateWaiting
+			s.push(i, s.slab[i].next)
+		}
+		if err != nil {
+			o.kind, o.err = outcomeWithdrawnFailed, err
+		}
+	case err == nil:
+		delete(s.m, a.key)
+		s.release(a.idx)
+	default:
+		e.attempts++
+		if !q.closed && !IsPermanent(err) && int(e.attempts) < q.retry.MaxAttempts {
+			o.kind, o.err = outcomeRetry, err
+			o.wait = q.retry.backoff(int(e.attempts))
+			e.next = addNano(now, o.wait)
+			e.state = stateWaiting
+			s.push(a.idx, e.next)
+			d.pending++
+			d.retries++
+			o.w.Attempts = int(e.attempts)
+		} else {
+			o.kind, o.err = outcomeFinal, err
+			o.w = q.snapshotLocked(e)
+			o.w.Running = false
+			delete(s.m, a.key)
+			s.release(a.idx)
+			d.failures++
+		}
+	}
+	if o.kind == outcomeFinal && q.hook != nil {
+		q.mu.Unlock()
+		q.m.apply(d)
+		return nil, true
+	}
+	next = q.nextLocked(&d)
+	q.mu.Unlock()
+	q.m.apply(d)
+	return next, false
+}
+
+// release is settle's second half when the failure hook had to be called first.
+func (q *TimedWorkerQueue[K]) release() *attempt[K] {
+	var d delta
+	q.mu.Lock()
+	next := q.nextLocked(&d)
+	q.mu.Unlock()
+	q.m.apply(d)
+	return next
+}
+
+// nextLocked returns the next due attempt for a worker that has just finished
+// one, keeping its slot; or gives the slot up and returns nil.
+func (q *TimedWorkerQueue[K]) nextLocked(d *delta) *attempt[K] {
+	now := q.nowNs()
+	if !q.closed && len(q.s.heap) > 0 && q.s.top().at <= now {
+		a := q.beginLocked(q.s.pop(), now)
+		d.pending--
+		q.pumpLocked(d)
+		return a
+	}
+	q.active--
+	d.running--
+	q.notifyLocked()
+	q.pumpLocked(d)
+	return nil
+}
+
+// report logs the outcome of an attempt.
+func (q *TimedWorkerQueue[K]) report(a *attempt[K], o *outcome[K]) {
+	switch o.kind {
+	case outcomeRetry:
+		q.log.V(4).Info("Work failed; will retry", "key", a.key, "attempts", o.w.Attempts, "backoff", o.wait, "err", o.err)
+	case outcomeFinal:
+		q.log.Error(o.err, "Work failed; giving up", "key", a.key, "attempts", o.w.Attempts, "permanent", IsPermanent(o.err))
+	case outcomeWithdrawnFailed:
+		q.log.V(2).Info("Withdrawn work failed; not retried", "key", a.key, "err", o.err)
+	}
+}
+
+// callHook calls the failure hook, recovering a panic.
+func (q *TimedWorkerQueue[K]) callHook(o *outcome[K]) {
+	defer func() {
+		if r := recover(); r != nil {
+			q.log.Error(fmt.Errorf("%v", r), "Failure hook panicked", "key", o.w.Key, "stack", string(debug.Stack()))
+		}
+	}()
+	q.hook(o.w, o.err)
+}
