@@ -1,0 +1,105 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/taintkit/taintkit/timedqueue"
+	"github.com/taintkit/taintkit/tolerations"
+)
+
+// PodClient is the write access to pods the manager needs. An adapter over a
+// client-go clientset implements it with Pods(namespace).Delete and a status
+// patch (as Kubernetes' utilpod.PatchPodStatus does); the in-memory cluster
+// of the example implements it directly.
+type PodClient interface {
+	// SetPodCondition sets cond on the pod's status, replacing a condition of
+	// the same type. If uid is not empty and is not the pod's UID it must
+	// fail with a Conflict error and change nothing.
+	SetPodCondition(ctx context.Context, namespace, name string, uid types.UID, cond v1.PodCondition) error
+	// DeletePod deletes the pod, honouring opts.Preconditions.UID (a
+	// mismatch fails with a Conflict error and deletes nothing). A missing
+	// pod fails with a NotFound error.
+	DeletePod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
+}
+
+// EventRecorder records events about pods. Its method has the signature of
+// client-go's record.EventRecorder.Eventf, so a recorder from an
+// EventBroadcaster can be used as is.
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// Config configures a [Manager]. GetNode, GetPod, PodsOnNode and Client are
+// required; every other field has a usable zero value, stated on the field.
+type Config struct {
+	// GetNode returns the named node, or an error for which
+	// k8s.io/apimachinery/pkg/api/errors.IsNotFound is true if there is none
+	// (a node lister's Get).
+	GetNode func(name string) (*v1.Node, error)
+	// GetPod returns the pod namespace/name, or a NotFound error (a pod
+	// lister's Pods(namespace).Get).
+	GetPod func(namespace, name string) (*v1.Pod, error)
+	// PodsOnNode returns the pods bound to the named node (an informer
+	// indexer on spec.nodeName).
+	PodsOnNode func(nodeName string) ([]*v1.Pod, error)
+	// Client sets conditions on pods and deletes them.
+	Client PodClient
+
+	// Recorder, if not nil, receives "Marking for deletion" and
+	// "Cancelling deletion" events. Nil records none.
+	Recorder EventRecorder
+	// Clock is the source of time for deadlines, the eviction queue and the
+	// dispatcher's retries. Nil means clock.RealClock{}.
+	Clock clock.Clock
+	// Logger receives the manager's logs and is passed to the queue and the
+	// dispatcher. The zero Logger means klog.Background().
+	Logger logr.Logger
+	// Matcher matches tolerations against taints. The zero Matcher matches
+	// as Kubernetes does with comparison operators off.
+	Matcher tolerations.Matcher
+
+	// Shards is the number of handler workers. Zero means 8, as the
+	// original.
+	Shards int
+	// MaxConcurrentEvictions bounds the evictions (API calls) running at
+	// once. Zero means timedqueue.DefaultMaxConcurrency.
+	MaxConcurrentEvictions int
+	// EvictionRetry says how a failed eviction is retried. The zero value is
+	// timedqueue's default policy. An eviction that fails for good is logged
+	// and counted in [Stats].Failed; the pod is decided afresh on its next
+	// update.
+	EvictionRetry timedqueue.RetryPolicy
+
+	// TrackIdle makes the manager track its outstanding work so that
+	// [Manager.WaitIdle] can report when there is none. It costs a map entry
+	// per scheduled eviction until the next WaitIdle call; it is meant for
+	// tests and demos on a fake clock. False means WaitIdle returns an error.
+	TrackIdle bool
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.GetNode == nil:
+		return errors.New("manager: GetNode must not be nil")
+	case c.GetPod == nil:
+		return errors.New("manager: GetPod must not be nil")
+	case c.PodsOnNode == nil:
+		return errors.New("manager: PodsOnNode must not be nil")
+	case c.Client == nil:
+		return errors.New("manager: Client must not be nil")
+	case c.Shards < 0:
+		return fmt.Errorf("manager: Shards must not be negative, got %d", c.Shards)
+	case c.MaxConcurrentEvictions < 0:
+		return fmt.Errorf("manager: MaxConcurrentEvictions must not be negative, got %d", c.MaxConcurrentEvictions)
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+// Package manager is a complete NoExecute taint manager built from taintkit's
+// three packages: it evicts pods from nodes with NoExecute taints they do not
+// tolerate, at once or when their toleration runs out, as the Kubernetes
+// taint-eviction controller does.
+//
+// It is reference code for embedding taintkit in a controller. Feed it
+// informer events ([Manager.NodeUpdated], [Manager.PodUpdated]), give it
+// lister-shaped lookups and a [PodClient], and call [Manager.Run].
+//
+// # Model
+//
+// Events are filtered as the original filters them: a node update matters
+// only if its NoExecute taints changed, a pod update only if its node name,
+// tolerations or UID changed; additions and deletions always matter. Pods
+// with no node name (unscheduled) are ignored: no taint can apply to them.
+//
+// What remains goes into a [sharding.Dispatcher]: node names in the high
+// lane, pods in the low lane, both sharded by node name. A node and its pods
+// are therefore handled by one worker, one at a time, and a node's update is
+// handled before its pods' updates queued with it.
+//
+// Handling is level-triggered: a handler reads the current node and pod from
+// the listers (not the event's objects) and asks [tolerations.Matcher.Decide]
+// what to do with each pod:
+//
+//   - EvictNow (a NoExecute taint is not tolerated, or a toleration ran out):
+//     schedule the eviction at once;
+//   - EvictAt: schedule it in a [timedqueue.TimedWorkerQueue] keyed by the
+//     pod's namespace and name, at the absolute deadline Decide gives;
+//   - Never (no NoExecute taint, or every one tolerated forever): cancel any
+//     scheduled eviction, recording a "Cancelling deletion" event.
+//
+// A deleted pod, a pod moved to another node and the pods of a deleted node
+// have their evictions cancelled the same way.
+//
+// The eviction (the timed queue's work func) re-checks everything when it
+// fires: it fetches the pod (gone: done), skips it if it is already
+// terminating, and decides again from its node's current taints and its
+// current tolerations. If the eviction is no longer due it is rescheduled at
+// the new deadline, or dropped when there is none. It reschedules rather than
+// drops because nothing else might: the handlers only run on changes, and a
+// pod recreated under the same name, whose events an informer may coalesce
+// into one update, gets its own countdown only this way. If the eviction is
+// due, it records a "Marking for deletion" event, sets the pod's
+// DisruptionTarget condition (reason DeletionByTaintManager) and deletes the
+// pod with a UID precondition set to the UID it just read: a pod recreated
+// under the same name in the meantime is never deleted by its predecessor's
+// eviction (the original keyed evictions by name only:
+// kubernetes/kubernetes#107543, #125332). NotFound counts as success; other
+// errors, a UID conflict included, are retried by the timed queue with
+// exponential backoff, and each retry decides afresh.
+//
+// # Time
+//
+// Deadlines are restart-safe: each taint's countdown starts at
+// max(taint.TimeAdded, the pod's PodScheduled time), so a new Manager (after
+// a controller restart) computes the same deadlines and does not restart
+// anyone's countdown. All waiting is on the [clock.Clock] in [Config];
+// nothing reads the wall clock.
+//
+// # Concurrency
+//
+// A [Manager] is safe for concurrent use by multiple goroutines.
+// NodeUpdated and PodUpdated never block. The manager runs Shards handler
+// goroutines and at most MaxConcurrentEvictions evictions at once, whatever
+// the number of pods: a node failure with 100,000 pods does not start 100,000
+// goroutines or API calls.
+//
+// # Testing with a fake clock
+//
+// Give [Config] a k8s.io/utils/clock/testing.FakeClock and settle with
+// testing/synctest, or, outside a synctest bubble, set [Config.TrackIdle] and
+// call [Manager.WaitIdle] after each change or clock step: it returns once
+// every queued update is handled and every due eviction has run.
+package manager

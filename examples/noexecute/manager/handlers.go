@@ -1,0 +1,142 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/taintkit/taintkit/tolerations"
+)
+
+// handleNode brings the evictions of every pod on the node in line with the
+// node's current NoExecute taints. It runs on the node's shard worker.
+func (m *Manager) handleNode(_ context.Context, name string) error {
+	node, err := m.cfg.GetNode(name)
+	var taints []v1.Taint
+	switch {
+	case apierrors.IsNotFound(err):
+		// Deleted: its pods are orphans the pod garbage collector removes;
+		// with no node there is no taint to evict them for.
+		m.log.V(4).Info("Noticed node deletion", "node", name)
+	case err != nil:
+		return fmt.Errorf("manager: get node %q: %w", name, err) // retried by the dispatcher
+	default:
+		taints = tolerations.GetNoExecuteTaints(node.Spec.Taints)
+	}
+
+	pods, err := m.cfg.PodsOnNode(name)
+	if err != nil {
+		return fmt.Errorf("manager: list pods on node %q: %w", name, err)
+	}
+	if len(taints) == 0 {
+		// The short cut of the original: nothing to decide, only cancel.
+		for _, pod := range pods {
+			m.cancel(podKey(pod), "node has no NoExecute taints")
+		}
+		return nil
+	}
+	now := m.clock.Now()
+	for _, pod := range pods {
+		m.reconcile(pod, name, taints, now)
+	}
+	return nil
+}
+
+// handlePod brings one pod's eviction in line with its current node and
+// tolerations. It runs on the shard worker of the node the pod was on when
+// the event was seen.
+func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
+	pod, err := m.cfg.GetPod(u.Namespace, u.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		m.cancel(u.key(), "pod deleted")
+		return nil
+	case err != nil:
+		return fmt.Errorf("manager: get pod %s: %w", u.key(), err)
+	}
+	if pod.Spec.NodeName != u.NodeName {
+		// The pod moved (or was recreated elsewhere) after this update was
+		// queued. Its newer update, sharded by its new node, decides; handling
+		// it here would race with that shard.
+		return nil
+	}
+	node, err := m.cfg.GetNode(u.NodeName)
+	var taints []v1.Taint
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("manager: get node %q: %w", u.NodeName, err)
+	default:
+		taints = tolerations.GetNoExecuteTaints(node.Spec.Taints)
+	}
+	if len(taints) == 0 {
+		m.cancel(u.key(), "node has no NoExecute taints")
+		return nil
+	}
+	m.reconcile(pod, u.NodeName, taints, m.clock.Now())
+	return nil
+}
+
+// reconcile schedules, moves or cancels the eviction of pod, which is on a
+// node with the given NoExecute taints.
+func (m *Manager) reconcile(pod *v1.Pod, nodeName string, taints []v1.Taint, now time.Time) {
+	key := podKey(pod)
+	boundAt, _ := tolerations.PodBoundAt(pod) // unknown: zero, which Decide reads as now
+	d := m.cfg.Matcher.Decide(taints, pod.Spec.Tolerations, boundAt, now)
+	switch d.Action {
+	case tolerations.Never:
+		m.cancel(key, "pod tolerates the node's NoExecute taints forever")
+	case tolerations.EvictNow:
+		if d.Untolerated {
+			m.log.V(2).Info("Pod does not tolerate a NoExecute taint", "pod", key, "node", nodeName, "taint", d.Taint.ToString())
+		}
+		m.schedule(key, now, d.At, now)
+	case tolerations.EvictAt:
+		m.log.V(4).Info("Pod tolerates the node's NoExecute taints until", "pod", key, "node", nodeName, "at", d.At, "taint", d.Taint.ToString())
+		m.schedule(key, now, d.At, now)
+	}
+}
+
+// schedule makes sure the eviction of key is scheduled at fireAt. Because the
+// deadlines Decide gives depend only on the objects (never on when a handler
+// ran), a repeated decision asks for the same fireAt and changes nothing.
+func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time.Time) {
+	if w, ok := m.evictions.GetWorker(key); ok && !w.FireAt.After(now) && !fireAt.After(now) {
+		// Already due (perhaps backing off after a failed delete). Moving
+		// it to another past instant would only reset its backoff.
+		return
+	}
+	// UpdateWork schedules an absent key and moves a scheduled one, earlier
+	// or later; it leaves a running eviction alone (that eviction decides
+	// again before it deletes).
+	if m.evictions.UpdateWork(key, createdAt, fireAt) {
+		m.idle.scheduled(key)
+	}
+}
+
+// cancel cancels the scheduled eviction of key, if any, with an event.
+func (m *Manager) cancel(key types.NamespacedName, why string) {
+	if !m.evictions.CancelWork(key) {
+		return
+	}
+	m.stats.cancelled.Add(1)
+	m.log.V(2).Info("Cancelling deletion", "pod", key, "reason", why)
+	m.event(key, "", "Cancelling deletion of Pod %s", key)
+}
+
+// event records a Normal TaintManagerEviction event about the pod key.
+func (m *Manager) event(key types.NamespacedName, uid types.UID, format string, args ...any) {
+	if m.cfg.Recorder == nil {
+		return
+	}
+	ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: key.Namespace, Name: key.Name, UID: uid}
+	m.cfg.Recorder.Eventf(ref, v1.EventTypeNormal, tolerations.EventReasonTaintManagerEviction, format, args...)
+}
+
+func podKey(pod *v1.Pod) types.NamespacedName {
+	return types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+}

@@ -1,0 +1,242 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/taintkit/taintkit/timedqueue"
+)
+
+// idleTracker observes the manager's outstanding work for WaitIdle, with no
+// sleeping and no polling. Work is outstanding while:
+//
+//  1. an update is queued in the dispatcher (Dispatcher.Len) or a handler is
+//     running (counted by wrapping the handlers);
+//  2. an eviction attempt is in flight (the eviction queue's running gauge,
+//     which it updates after each state change, so it is never zero while an
+//     attempt's side effects are still to come);
+//  3. an eviction is due but has not started: a key we scheduled whose
+//     NextAttempt is at or before now (GetWorker on the keys we scheduled).
+//
+// Waiting for a future fire time or a retry backoff is not outstanding work:
+// it waits for the clock, which the caller moves.
+//
+// One gap is left by the first rule: when an update is added for an item
+// while that item is being handled, the dispatcher queues it again after
+// the handler returns, a moment after our wrapper has seen the handler end.
+// WaitIdle closes it with a barrier: it sends a probe through every shard's
+// high lane; a worker takes its probe only after it has finished with its
+// previous item, requeue included.
+//
+// Every method is a no-op on a nil *idleTracker (TrackIdle off).
+type idleTracker struct {
+	probes []string // probes[i] is a node name that shards to shard i
+
+	waitMu sync.Mutex // one WaitIdle at a time
+
+	mu       sync.Mutex
+	handling int    // handlers running, probes included
+	running  int    // eviction attempts in flight, from the queue's gauge
+	probing  int    // probes sent and not yet handled
+	starts   uint64 // handlers (not probes) and eviction attempts started so far
+	keys     map[types.NamespacedName]struct{}
+	changed  chan struct{} // closed and replaced whenever a count goes down
+}
+
+// probePrefix starts every probe's name. Node names are DNS subdomains and
+// never contain a NUL, so a probe is never mistaken for a node.
+const probePrefix = "\x00idle-probe-"
+
+func newIdleTracker(shards int) *idleTracker {
+	t := &idleTracker{
+		probes:  make([]string, shards),
+		keys:    make(map[types.NamespacedName]struct{}),
+		changed: make(chan struct{}),
+	}
+	// The dispatcher shards by FNV-1a (32-bit) of the key, modulo the number
+	// of shards (DESIGN.md): find one name per shard.
+	for found, i := 0, 0; found < shards; i++ {
+		name := fmt.Sprintf("%s%d", probePrefix, i)
+		h := fnv.New32a()
+		h.Write([]byte(name))
+		if s := h.Sum32() % uint32(shards); t.probes[s] == "" {
+			t.probes[s] = name
+			found++
+		}
+	}
+	return t
+}
+
+// notifyLocked wakes WaitIdle. t.mu must be held.
+func (t *idleTracker) notifyLocked() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// scheduled records that an eviction was scheduled for key.
+func (t *idleTracker) scheduled(key types.NamespacedName) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.keys[key] = struct{}{}
+	t.mu.Unlock()
+}
+
+// track wraps a handler so that its runs are counted, and probes answered.
+func track[T any](t *idleTracker, isProbe func(T) bool, h func(context.Context, T) error) func(context.Context, T) error {
+	if t == nil {
+		return h
+	}
+	return func(ctx context.Context, item T) error {
+		probe := isProbe(item)
+		t.mu.Lock()
+		t.handling++
+		if !probe {
+			t.starts++
+		}
+		t.mu.Unlock()
+		defer func() {
+			t.mu.Lock()
+			t.handling--
+			t.notifyLocked()
+			t.mu.Unlock()
+		}()
+		if probe {
+			t.mu.Lock()
+			t.probing--
+			t.mu.Unlock()
+			return nil
+		}
+		return h(ctx, item)
+	}
+}
+
+func (m *Manager) trackHigh(h func(context.Context, string) error) func(context.Context, string) error {
+	return track(m.idle, func(node string) bool { return strings.HasPrefix(node, probePrefix) }, h)
+}
+
+func (m *Manager) trackLow(h func(context.Context, podUpdate) error) func(context.Context, podUpdate) error {
+	return track(m.idle, func(podUpdate) bool { return false }, h)
+}
+
+// runningGauge is the eviction queue's running gauge when TrackIdle is set.
+type runningGauge struct{ t *idleTracker }
+
+func (g runningGauge) Inc() {
+	g.t.mu.Lock()
+	g.t.running++
+	g.t.starts++
+	g.t.mu.Unlock()
+}
+
+func (g runningGauge) Dec() {
+	g.t.mu.Lock()
+	g.t.running--
+	g.t.notifyLocked()
+	g.t.mu.Unlock()
+}
+
+// idleMetrics gives the eviction queue our running gauge and no other metric
+// (timedqueue turns nil metrics into no-ops).
+type idleMetrics struct{ t *idleTracker }
+
+func (p idleMetrics) NewPendingMetric(string) timedqueue.Gauge          { return nil }
+func (p idleMetrics) NewRunningMetric(string) timedqueue.Gauge          { return runningGauge(p) }
+func (p idleMetrics) NewAddsMetric(string) timedqueue.Counter           { return nil }
+func (p idleMetrics) NewRetriesMetric(string) timedqueue.Counter        { return nil }
+func (p idleMetrics) NewFailuresMetric(string) timedqueue.Counter       { return nil }
+func (p idleMetrics) NewDropsMetric(string) timedqueue.Counter          { return nil }
+func (p idleMetrics) NewLatenessMetric(string) timedqueue.Histogram     { return nil }
+func (p idleMetrics) NewWorkDurationMetric(string) timedqueue.Histogram { return nil }
+
+// busy reports whether work is outstanding, and returns the channel closed at
+// the next change.
+func (m *Manager) busy() (bool, <-chan struct{}) {
+	t := m.idle
+	queued := m.dispatcher.Len() // before t.mu: Len takes the shards' locks
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if queued > 0 || t.handling > 0 || t.running > 0 || t.probing > 0 {
+		return true, t.changed
+	}
+	now := m.clock.Now()
+	for k := range t.keys {
+		w, ok := m.evictions.GetWorker(k)
+		switch {
+		case !ok:
+			delete(t.keys, k) // done, dropped or cancelled
+		case w.Running || !w.NextAttempt.After(now):
+			return true, t.changed
+		}
+	}
+	return false, t.changed
+}
+
+// WaitIdle returns once no update is queued or being handled and no eviction
+// is due or running, as read from the manager's clock: everything the
+// changes and clock steps made before the call have caused is done. It waits
+// on notifications, never by sleeping or polling. Evictions waiting for their
+// fire time or for a retry backoff, and updates waiting for a retry (a lister
+// error), do not count: they wait for the clock.
+//
+// It requires [Config.TrackIdle] and a running manager, and returns
+// ctx.Err() if ctx ends first. Changes made concurrently with WaitIdle may or
+// may not be waited for. WaitIdle is meant for tests and demos on a fake
+// clock; calls are serialised.
+func (m *Manager) WaitIdle(ctx context.Context) error {
+	t := m.idle
+	if t == nil {
+		return errors.New("manager: WaitIdle needs Config.TrackIdle")
+	}
+	t.waitMu.Lock()
+	defer t.waitMu.Unlock()
+	for {
+		if err := m.waitQuiet(ctx); err != nil {
+			return err
+		}
+		// Looks idle. Send a probe through every shard and wait for all of
+		// them: a requeue a worker was about to do is then visible in Len,
+		// and waited for. Idle is confirmed when no work at all started
+		// meanwhile; otherwise the new work may have a gap of its own.
+		t.mu.Lock()
+		t.probing += len(t.probes)
+		starts := t.starts
+		t.mu.Unlock()
+		for _, p := range t.probes {
+			m.dispatcher.AddHigh(p)
+		}
+		if err := m.waitQuiet(ctx); err != nil {
+			return err
+		}
+		t.mu.Lock()
+		quiet := t.starts == starts
+		t.mu.Unlock()
+		if quiet {
+			return nil
+		}
+	}
+}
+
+// waitQuiet waits until busy reports false once.
+func (m *Manager) waitQuiet(ctx context.Context) error {
+	for {
+		busy, changed := m.busy()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+var _ timedqueue.MetricsProvider = idleMetrics{}

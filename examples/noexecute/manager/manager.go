@@ -1,0 +1,214 @@
+package manager
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/taintkit/taintkit/sharding"
+	"github.com/taintkit/taintkit/timedqueue"
+	"github.com/taintkit/taintkit/tolerations"
+)
+
+// podUpdate is a pod's item in the dispatcher's low lane. NodeName is the
+// pod's node when the event was seen: it is the shard key, so a pod is handled
+// by the worker that handles its node.
+type podUpdate struct {
+	Namespace, Name, NodeName string
+}
+
+func (p podUpdate) key() types.NamespacedName {
+	return types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+}
+
+// Stats counts what a Manager has done since New. All counts only grow.
+type Stats struct {
+	Evicted     int64 // pods deleted by an eviction
+	Gone        int64 // evictions that found the pod already deleted
+	Terminating int64 // evictions skipped because the pod was terminating
+	Rescheduled int64 // evictions that fired early (the pod changed) and were rescheduled
+	Dropped     int64 // evictions that fired when no longer due and were dropped
+	Cancelled   int64 // scheduled evictions cancelled by a handler
+	Failed      int64 // evictions given up after the retry policy ran out
+}
+
+type stats struct {
+	evicted, gone, terminating, rescheduled, dropped, cancelled, failed atomic.Int64
+}
+
+// Manager evicts pods from nodes with NoExecute taints they do not tolerate.
+// It is safe for concurrent use by multiple goroutines. The zero value is not
+// usable; call [New].
+type Manager struct {
+	cfg   Config
+	clock clock.Clock
+	log   logr.Logger
+
+	dispatcher *sharding.Dispatcher[string, podUpdate]
+	evictions  *timedqueue.TimedWorkerQueue[types.NamespacedName]
+
+	idle  *idleTracker // nil unless Config.TrackIdle
+	stats stats
+}
+
+// New returns a Manager for cfg, or an error naming the first invalid field.
+// It starts no goroutine; call [Manager.Run].
+func New(cfg Config) (*Manager, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m := &Manager{cfg: cfg, clock: cfg.Clock, log: cfg.Logger}
+	if m.clock == nil {
+		m.clock = clock.RealClock{}
+	}
+	if m.log.GetSink() == nil {
+		m.log = klog.Background()
+	}
+	m.log = m.log.WithName("noexecute")
+	shards := cfg.Shards
+	if shards == 0 {
+		shards = sharding.DefaultShards
+	}
+	maxEvictions := cfg.MaxConcurrentEvictions
+	if maxEvictions == 0 {
+		maxEvictions = timedqueue.DefaultMaxConcurrency
+	}
+	opts := []timedqueue.Option{
+		timedqueue.WithClock(m.clock),
+		timedqueue.WithMaxConcurrency(maxEvictions),
+		timedqueue.WithRetry(cfg.EvictionRetry),
+		timedqueue.WithLogger(m.log),
+		timedqueue.WithName("noexecute-evictions"),
+		timedqueue.WithFailureHook(m.evictionFailed),
+	}
+	if cfg.TrackIdle {
+		m.idle = newIdleTracker(shards)
+		opts = append(opts, timedqueue.WithMetricsProvider(idleMetrics{m.idle}))
+	}
+	q, err := timedqueue.New(m.evict, opts...)
+	if err != nil {
+		return nil, err
+	}
+	m.evictions = q
+
+	d, err := sharding.New(sharding.Config[string, podUpdate]{
+		Shards: shards,
+		// Pods are sharded by their node's name, like nodes: a node and its
+		// pods are never handled at the same time, and a node's update is
+		// handled before the updates of its pods queued behind it.
+		HighKey:    func(node string) string { return node },
+		LowKey:     func(p podUpdate) string { return p.NodeName },
+		HandleHigh: m.trackHigh(m.handleNode),
+		HandleLow:  m.trackLow(m.handlePod),
+		Clock:      m.clock,
+		Logger:     m.log,
+		OnDrop:     m.dropped,
+	})
+	if err != nil {
+		_ = q.Shutdown(context.Background())
+		return nil, err
+	}
+	m.dispatcher = d
+	return m, nil
+}
+
+// Run handles updates and evicts pods until ctx is done. Then it stops the
+// dispatcher (queued updates are dropped), stops the eviction queue
+// (scheduled evictions are dropped; a restarted manager recomputes the same
+// deadlines) and waits for running handlers and evictions to return. Run
+// must be called once.
+func (m *Manager) Run(ctx context.Context) {
+	m.log.Info("Starting NoExecute taint manager")
+	m.dispatcher.Run(ctx)
+	// The dispatcher has stopped, so nothing schedules evictions any more.
+	if err := m.evictions.Shutdown(context.WithoutCancel(ctx)); err != nil {
+		m.log.Error(err, "Shutting down the eviction queue")
+	}
+	m.log.Info("Stopped NoExecute taint manager")
+}
+
+// NodeUpdated tells the manager that a node was added (old is nil), updated
+// or deleted (new is nil). Updates that leave the node's NoExecute taints
+// unchanged are ignored. It never blocks.
+func (m *Manager) NodeUpdated(old, new *v1.Node) {
+	var name string
+	var oldTaints, newTaints []v1.Taint
+	if old != nil {
+		name = old.Name
+		oldTaints = tolerations.GetNoExecuteTaints(old.Spec.Taints)
+	}
+	if new != nil {
+		name = new.Name
+		newTaints = tolerations.GetNoExecuteTaints(new.Spec.Taints)
+	}
+	// Semantic equality treats nil and empty alike and compares TimeAdded,
+	// which matters: the deadlines count from it.
+	if old != nil && new != nil && apiequality.Semantic.DeepEqual(oldTaints, newTaints) {
+		return
+	}
+	m.dispatcher.AddHigh(name)
+}
+
+// PodUpdated tells the manager that a pod was added (old is nil), updated or
+// deleted (new is nil). Updates that change neither the pod's node name, its
+// tolerations nor its UID are ignored, and so are pods with no node name
+// (unscheduled). It never blocks.
+func (m *Manager) PodUpdated(old, new *v1.Pod) {
+	p := new
+	if p == nil {
+		p = old
+	}
+	if p == nil {
+		return
+	}
+	if old != nil && new != nil &&
+		old.Spec.NodeName == new.Spec.NodeName &&
+		old.UID == new.UID &&
+		apiequality.Semantic.DeepEqual(old.Spec.Tolerations, new.Spec.Tolerations) {
+		return
+	}
+	if p.Spec.NodeName == "" {
+		// Unscheduled: no taint applies. Queuing it under the empty shard key
+		// would pile every pending pod onto one shard for nothing; when it is
+		// bound, its update (new node name) brings it here again.
+		return
+	}
+	m.dispatcher.AddLow(podUpdate{Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName})
+}
+
+// Stats returns what the manager has done so far.
+func (m *Manager) Stats() Stats {
+	return Stats{
+		Evicted:     m.stats.evicted.Load(),
+		Gone:        m.stats.gone.Load(),
+		Terminating: m.stats.terminating.Load(),
+		Rescheduled: m.stats.rescheduled.Load(),
+		Dropped:     m.stats.dropped.Load(),
+		Cancelled:   m.stats.cancelled.Load(),
+		Failed:      m.stats.failed.Load(),
+	}
+}
+
+// ScheduledEviction returns the eviction scheduled for the pod
+// namespace/name, if any: a snapshot of the eviction queue's entry.
+func (m *Manager) ScheduledEviction(namespace, name string) (timedqueue.TimedWorker[types.NamespacedName], bool) {
+	return m.evictions.GetWorker(types.NamespacedName{Namespace: namespace, Name: name})
+}
+
+// ScheduledEvictions returns the number of evictions scheduled, running or
+// waiting for a retry.
+func (m *Manager) ScheduledEvictions() int { return m.evictions.Len() }
+
+func (m *Manager) dropped(d sharding.Drop[string, podUpdate]) {
+	if d.Lane == sharding.LaneHigh {
+		m.log.Error(d.Err, "Dropped node update", "node", d.High, "attempts", d.Attempts)
+	} else {
+		m.log.Error(d.Err, "Dropped pod update", "pod", d.Low.key(), "attempts", d.Attempts)
+	}
+}
