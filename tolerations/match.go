@@ -50,12 +50,21 @@ func (m Matcher) ToleratesTaint(toleration *v1.Toleration, taint *v1.Taint) bool
 	return m.tolerates(toleration, taint)
 }
 
-// tolerates is ToleratesTaint for non-nil arguments.
+// tolerates is ToleratesTaint for non-nil arguments. It is small enough to be
+// inlined into the matching loops: it rejects on the key, where most
+// tolerations of a real list fail (keys of different lengths compare without
+// reading their bytes), and leaves the rest to toleratesKeyed. The order of
+// the independent key and effect checks does not change the result.
 func (m Matcher) tolerates(tol *v1.Toleration, taint *v1.Taint) bool {
-	if tol.Effect != "" && tol.Effect != taint.Effect {
+	if tol.Key != "" && tol.Key != taint.Key {
 		return false
 	}
-	if tol.Key != "" && tol.Key != taint.Key {
+	return m.toleratesKeyed(tol, taint)
+}
+
+// toleratesKeyed is tolerates once the key is known to match.
+func (m Matcher) toleratesKeyed(tol *v1.Toleration, taint *v1.Taint) bool {
+	if tol.Effect != "" && tol.Effect != taint.Effect {
 		return false
 	}
 	switch tol.Operator {

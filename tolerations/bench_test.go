@@ -1,0 +1,175 @@
+package tolerations_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/taintkit/taintkit/tolerations"
+)
+
+type benchCase struct {
+	name   string
+	taints []v1.Taint
+	tols   []v1.Toleration
+}
+
+// benchCases are a pod with the default tolerations on an unreachable node
+// (1×2), and a pod with a mix of tolerations on a node with three NoExecute
+// taints (3×5). Every taint is tolerated, so the whole list is matched.
+func benchCases() []benchCase {
+	s300, s60 := int64(300), int64(60)
+	defaults := []v1.Toleration{
+		{Key: v1.TaintNodeNotReady, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &s300},
+		{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &s300},
+	}
+	mixed := []v1.Toleration{
+		{Key: "example.com/team", Operator: v1.TolerationOpEqual, Value: "payments", Effect: v1.TaintEffectNoSchedule},
+		{Key: v1.TaintNodeNotReady, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &s300},
+		{Key: "dedicated", Operator: v1.TolerationOpEqual, Value: "gpu", Effect: v1.TaintEffectNoExecute},
+		{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &s60},
+		{Key: "example.com/maintenance", Operator: v1.TolerationOpExists},
+	}
+	return []benchCase{
+		{"size=1x2", []v1.Taint{{Key: v1.TaintNodeUnreachable, Effect: v1.TaintEffectNoExecute}}, defaults},
+		{"size=3x5", []v1.Taint{
+			{Key: "example.com/maintenance", Value: "true", Effect: v1.TaintEffectNoExecute},
+			{Key: v1.TaintNodeUnreachable, Effect: v1.TaintEffectNoExecute},
+			{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoExecute},
+		}, mixed},
+	}
+}
+
+var (
+	sinkBool bool
+	sinkTols []v1.Toleration
+)
+
+// baselineMatching is GetMatchingTolerations built like the Kubernetes
+// original: for each taint, the first toleration whose k8s.io/api
+// ToleratesTaint matches, appended to a new slice.
+func baselineMatching(logger logr.Logger, taints []v1.Taint, tols []v1.Toleration) (bool, []v1.Toleration) {
+	if len(taints) == 0 {
+		return true, []v1.Toleration{}
+	}
+	if len(tols) == 0 {
+		return false, []v1.Toleration{}
+	}
+	result := []v1.Toleration{}
+	for i := range taints {
+		tolerated := false
+		for j := range tols {
+			if tols[j].ToleratesTaint(logger, &taints[i], false) {
+				result = append(result, tols[j])
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return false, []v1.Toleration{}
+		}
+	}
+	return true, result
+}
+
+// bareLoop is the plainest all-tolerated check over k8s.io/api.
+func bareLoop(logger logr.Logger, taints []v1.Taint, tols []v1.Toleration) bool {
+	for i := range taints {
+		tolerated := false
+		for j := range tols {
+			if tols[j].ToleratesTaint(logger, &taints[i], false) {
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return false
+		}
+	}
+	return true
+}
+
+func BenchmarkGetMatchingTolerations(b *testing.B) {
+	logger := logr.Discard()
+	for _, bc := range benchCases() {
+		b.Run(bc.name+"/impl=baseline", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinkBool, sinkTols = baselineMatching(logger, bc.taints, bc.tols)
+			}
+		})
+		b.Run(bc.name+"/impl=taintkit", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinkBool, sinkTols = tolerations.GetMatchingTolerations(bc.taints, bc.tols)
+			}
+		})
+	}
+}
+
+func BenchmarkTaintsTolerated(b *testing.B) {
+	logger := logr.Discard()
+	for _, bc := range benchCases() {
+		b.Run(bc.name+"/impl=baseline", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinkBool = bareLoop(logger, bc.taints, bc.tols)
+			}
+		})
+		b.Run(bc.name+"/impl=taintkit", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinkBool = tolerations.TaintsTolerated(bc.taints, bc.tols)
+			}
+		})
+	}
+}
+
+func BenchmarkAppendMatchingTolerations(b *testing.B) {
+	for _, bc := range benchCases() {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			dst := make([]v1.Toleration, 0, len(bc.taints))
+			for b.Loop() {
+				dst, sinkBool = tolerations.AppendMatchingTolerations(dst[:0], bc.taints, bc.tols)
+			}
+		})
+	}
+}
+
+func BenchmarkDecide(b *testing.B) {
+	now := time.Now()
+	for _, bc := range benchCases() {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var d tolerations.Decision
+			for b.Loop() {
+				d = tolerations.Decide(bc.taints, bc.tols, now, now)
+			}
+			sinkBool = d.Action == tolerations.Never
+		})
+	}
+}
+
+func BenchmarkToleratesTaintGt(b *testing.B) {
+	m := tolerations.Matcher{ComparisonOperators: true}
+	tol := v1.Toleration{Key: "cpu", Operator: v1.TolerationOpGt, Value: "4"}
+	for _, v := range []string{"16", "malformed"} {
+		taint := v1.Taint{Key: "cpu", Value: v}
+		b.Run("value="+v+"/impl=baseline", func(b *testing.B) {
+			b.ReportAllocs()
+			logger := logr.Discard()
+			for b.Loop() {
+				sinkBool = tol.ToleratesTaint(logger, &taint, true)
+			}
+		})
+		b.Run("value="+v+"/impl=taintkit", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinkBool = m.ToleratesTaint(&tol, &taint)
+			}
+		})
+	}
+}
