@@ -1,0 +1,125 @@
+package timedqueue
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// checkHeap verifies the 4-ary heap order and the slab's back-pointers.
+func checkHeap[K comparable](t *testing.T, s *store[K]) {
+	t.Helper()
+	for pos, n := range s.heap {
+		require.Equal(t, int32(pos), s.slab[n.idx].heapPos, "heapPos of slot %d", n.idx)
+		require.Equal(t, stateWaiting, s.slab[n.idx].state)
+		if pos > 0 {
+			parent := s.heap[(pos-1)/4]
+			require.False(t, s.less(n, parent), "node %d orders before its parent", pos)
+		}
+	}
+}
+
+func TestHeapRandomOps(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 42} {
+		rng := rand.New(rand.NewPCG(seed, seed))
+		s := newStore[int]()
+		live := map[int]bool{}
+		add := func(k int) {
+			i := s.alloc()
+			e := &s.slab[i]
+			e.key, e.seq, e.state, e.next = k, s.nextSeq(), stateWaiting, int64(rng.IntN(50)) // many ties
+			s.m[k] = i
+			s.push(i, e.next)
+			live[k] = true
+		}
+		for op := range 5000 {
+			k := rng.IntN(300)
+			switch {
+			case !live[k]:
+				add(k)
+			case rng.IntN(3) == 0: // remove
+				i := s.m[k]
+				s.remove(int(s.slab[i].heapPos))
+				delete(s.m, k)
+				s.release(i)
+				delete(live, k)
+			case rng.IntN(2) == 0: // reschedule
+				i := s.m[k]
+				e := &s.slab[i]
+				e.seq, e.next = s.nextSeq(), int64(rng.IntN(50))
+				s.fix(int(e.heapPos), hnode{at: e.next, idx: i})
+			default: // pop the top
+				i := s.pop()
+				delete(live, s.slab[i].key)
+				delete(s.m, s.slab[i].key)
+				s.release(i)
+			}
+			if op%97 == 0 {
+				checkHeap(t, s)
+			}
+		}
+		checkHeap(t, s)
+		// Popping everything yields (next, seq) order.
+		type ns struct {
+			at  int64
+			seq uint64
+		}
+		var got []ns
+		for len(s.heap) > 0 {
+			i := s.pop()
+			got = append(got, ns{s.slab[i].next, s.slab[i].seq})
+		}
+		assert.True(t, slices.IsSortedFunc(got, func(a, b ns) int {
+			if a.at != b.at {
+				return int(a.at - b.at)
+			}
+			return int(int64(a.seq) - int64(b.seq))
+		}), "seed %d: pop order", seed)
+		assert.Len(t, got, len(live))
+	}
+}
+
+func TestUnixNanoSaturates(t *testing.T) {
+	assert.Equal(t, int64(never), unixNano(time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)))
+	assert.Less(t, unixNano(time.Time{}), unixNano(time.Unix(0, 0)))
+	assert.Equal(t, int64(1500), unixNano(time.Unix(1, 500).Add(-time.Second+1000)))
+	assert.Equal(t, int64(never), addNano(never-5, 10))
+}
+
+func TestTimePackingRoundTrips(t *testing.T) {
+	s := newStore[int]()
+	for _, tm := range []time.Time{
+		{},
+		time.Date(2025, 1, 1, 0, 0, 0, 1, time.UTC),
+		time.Date(2025, 1, 1, 0, 0, 0, 1, time.Local),
+		time.Date(1500, 6, 1, 0, 0, 0, 999_999_999, time.FixedZone("A", -7200)),
+		time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
+	} {
+		sec, ns, loc := s.packTime(tm)
+		assert.Equal(t, tm, s.unpackTime(sec, ns, loc))
+	}
+	assert.Equal(t, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), s.unpackTime(s.packTime(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).Round(0))))
+}
+
+func TestBackoff(t *testing.T) {
+	p, err := RetryPolicy{InitialBackoff: time.Second, MaxBackoff: 10 * time.Second}.normalize()
+	require.NoError(t, err)
+	var got []time.Duration
+	for n := 1; n <= 6; n++ {
+		got = append(got, p.backoff(n))
+	}
+	assert.Equal(t, []time.Duration{1e9, 2e9, 4e9, 8e9, 10e9, 10e9}, got)
+	p, err = RetryPolicy{}.normalize()
+	require.NoError(t, err)
+	assert.Equal(t, RetryPolicy{MaxAttempts: DefaultMaxAttempts, InitialBackoff: DefaultInitialBackoff, MaxBackoff: DefaultMaxBackoff}, p)
+	assert.Equal(t, DefaultMaxBackoff, p.backoff(1000))
+	p, err = RetryPolicy{InitialBackoff: time.Hour}.normalize()
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, p.MaxBackoff, "MaxBackoff defaults to at least InitialBackoff")
+	p = RetryPolicy{MaxAttempts: 1, InitialBackoff: 1, MaxBackoff: 1 << 62}
+	assert.Equal(t, time.Duration(1<<62), p.backoff(200), "no overflow")
+}
