@@ -36,15 +36,20 @@
 // The package never reads a clock: functions that need the current time take
 // it as an argument (now time.Time), as golang.org/x/time/rate does, so they
 // are pure and deterministic. [Decide] counts each taint's toleration from
-// max(taint.TimeAdded, boundAt), so re-running it after a controller restart
-// gives the same deadline; unknown (zero or nil) times and times after now count as now.
+// max(taint.TimeAdded, boundAt), where boundAt is when the pod was bound to
+// the node ([PodBoundAt]), so re-running it after a controller restart gives
+// the same deadline. Unknown (zero or nil) times and times after now count as
+// now: they can delay an eviction, never hasten it.
 //
 // # Concurrency
 //
 // Every function and method is safe for concurrent use by multiple goroutines,
 // provided the caller does not modify the slices it passes in while the call
-// runs. No function modifies its arguments, and no returned slice aliases an
-// argument's backing array.
+// runs. No function modifies its arguments (AppendMatchingTolerations writes
+// only past len(dst), into the slice it returns). No returned slice aliases
+// the caller's taints or tolerations, with one documented exception:
+// [WithDefaultTolerations] returns its argument, clipped, when it has nothing
+// to add.
 //
 // # Cost
 //

@@ -61,7 +61,8 @@ type Decision struct {
 	At time.Time
 	// Taint is the taint that decides it: the untolerated taint, or the taint
 	// whose toleration runs out first (the first such taint on a tie). It is
-	// the zero Taint for Never.
+	// the zero Taint for Never. It is a copy; its TimeAdded pointer is shared
+	// with the caller's taint.
 	Taint v1.Taint
 	// Untolerated reports whether Action is EvictNow because no toleration
 	// tolerates Taint at all.
@@ -110,7 +111,10 @@ func Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Ti
 //     unknown time (zero, or a nil TimeAdded) counts as now, and so does a
 //     time after now (clock skew). A pod that arrives on a node tainted long
 //     ago thus still gets its full toleration, and deciding again after a
-//     controller restart does not restart anyone's countdown.
+//     controller restart does not restart anyone's countdown. Both times are
+//     needed for that: with boundAt unknown, start is now at every call (the
+//     pod might have arrived just now), so pass [PodBoundAt]'s time. Unknown
+//     times only ever delay an eviction, never hasten it.
 //  3. Its deadline is start + TolerationSeconds (seconds at or below zero:
 //     start itself; seconds too large clamp to the largest time.Duration);
 //     a nil TolerationSeconds gives no deadline.
