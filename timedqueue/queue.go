@@ -243,11 +243,14 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 		q.mu.Unlock()
 		return false
 	case stateWaiting:
-		q.s.remove(int(e.heapPos))
+		pos := int(e.heapPos)
+		q.s.remove(pos)
+		if pos == 0 {
+			q.pumpLocked(&d) // the earliest time changed: re-arm the timer
+		}
 	}
 	q.s.release(i)
 	d.pending--
-	q.pumpLocked(&d) // the earliest time may have changed
 	q.mu.Unlock()
 	q.m.apply(d)
 	return true

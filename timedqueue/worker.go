@@ -98,6 +98,19 @@ func (q *TimedWorkerQueue[K]) nowNs() int64 { return unixNano(q.clock.Now()) }
 // the next event. Every method that may change the earliest event calls it
 // before returning, so no change waits for the timer goroutine.
 func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
+	// Fast path, no clock read: the timer is armed for the earliest schedule
+	// (or stopped with nothing to wait for), so nothing is due that the timer
+	// goroutine will not see. If that time has already passed, the timer has
+	// fired and its goroutine brings the queue up to date.
+	if q.timeout <= 0 && !q.closed {
+		if len(q.s.heap) == 0 {
+			if q.armedAt == never {
+				return
+			}
+		} else if q.s.top().at == q.armedAt {
+			return
+		}
+	}
 	for {
 		now := q.nowNs()
 		if q.timeout > 0 && q.minDeadline <= now {

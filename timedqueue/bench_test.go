@@ -1,0 +1,402 @@
+package timedqueue_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+
+	"github.com/taintkit/taintkit/timedqueue"
+)
+
+// Benchmarks run on the real clock with FireAt at least a day ahead, so nothing
+// fires mid-run (a FakeClock would measure the fake). Each compares
+// impl=taintkit with impl=baseline, a queue built like the original
+// TimedWorkerQueue: a map of pointers to workers, one real-clock AfterFunc per
+// item, and a goroutine per firing.
+//
+//	go test -run '^$' -bench . -benchmem -count 10 ./timedqueue/ | tee bench.txt
+//	benchstat -col /impl bench.txt
+
+// baseline is built like the original TimedWorkerQueue.
+type baseline struct {
+	mu      sync.Mutex
+	workers map[string]*baselineWorker
+	work    timedqueue.WorkFunc[string]
+	clock   clock.WithDelayedExecution
+}
+
+type baselineArgs struct{ key string }
+
+type baselineWorker struct {
+	args      *baselineArgs
+	createdAt time.Time
+	fireAt    time.Time
+	timer     clock.Timer
+}
+
+func newBaseline(work timedqueue.WorkFunc[string]) *baseline {
+	return &baseline{workers: map[string]*baselineWorker{}, work: work, clock: clock.RealClock{}}
+}
+
+func (q *baseline) newWorker(key string, createdAt, fireAt time.Time) *baselineWorker {
+	w := &baselineWorker{args: &baselineArgs{key: key}, createdAt: createdAt, fireAt: fireAt}
+	fire := func() {
+		_ = q.work(context.Background(), w.args.key)
+		q.mu.Lock()
+		if q.workers[key] == w {
+			delete(q.workers, key)
+		}
+		q.mu.Unlock()
+	}
+	if delay := fireAt.Sub(q.clock.Now()); delay > 0 {
+		w.timer = q.clock.AfterFunc(delay, fire) // the runtime runs fire on a new goroutine
+	} else {
+		go fire()
+	}
+	return w
+}
+
+func (q *baseline) AddWork(key string, createdAt, fireAt time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.workers[key]; ok {
+		return false
+	}
+	q.workers[key] = q.newWorker(key, createdAt, fireAt)
+	return true
+}
+
+func (q *baseline) UpdateWork(key string, createdAt, fireAt time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w, ok := q.workers[key]; ok {
+		if w.fireAt.Equal(fireAt) {
+			return false
+		}
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+	}
+	q.workers[key] = q.newWorker(key, createdAt, fireAt)
+	return true
+}
+
+func (q *baseline) CancelWork(key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w, ok := q.workers[key]
+	if !ok {
+		return false
+	}
+	delete(q.workers, key)
+	return w.timer != nil && w.timer.Stop()
+}
+
+func (q *baseline) Close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for k, w := range q.workers {
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		delete(q.workers, k)
+	}
+}
+
+// benchQueue is what the benchmarks need of either implementation.
+type benchQueue interface {
+	AddWork(key string, createdAt, fireAt time.Time) bool
+	UpdateWork(key string, createdAt, fireAt time.Time) bool
+	CancelWork(key string) bool
+	Close()
+}
+
+type ours struct {
+	*timedqueue.TimedWorkerQueue[string]
+}
+
+func (q ours) Close() { _ = q.Shutdown(context.Background()) }
+
+func newOurs(work timedqueue.WorkFunc[string], opts ...timedqueue.Option) ours {
+	q, err := timedqueue.New(work, append([]timedqueue.Option{timedqueue.WithLogger(logr.Discard())}, opts...)...)
+	if err != nil {
+		panic(err)
+	}
+	return ours{q}
+}
+
+var impls = []struct {
+	name string
+	make func(timedqueue.WorkFunc[string]) benchQueue
+}{
+	{"taintkit", func(w timedqueue.WorkFunc[string]) benchQueue { return newOurs(w) }},
+	{"baseline", func(w timedqueue.WorkFunc[string]) benchQueue { return newBaseline(w) }},
+}
+
+func noWork(context.Context, string) error { return nil }
+
+var (
+	keysOnce sync.Once
+	keys     []string
+)
+
+// benchKeys returns n pod-like keys, built once and shared, so that their
+// memory is not counted per item.
+func benchKeys(n int) []string {
+	keysOnce.Do(func() {
+		keys = make([]string, 2_000_000)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("namespace-%d/pod-%d", i%1000, i)
+		}
+	})
+	return keys[:n]
+}
+
+// farTime returns the i-th FireAt: a day ahead, spread over an hour.
+func farTime(base time.Time, i int) time.Time {
+	return base.Add(24*time.Hour + time.Duration(uint64(i)*2654435761%3600_000)*time.Millisecond)
+}
+
+var sizes = []int{100_000, 1_000_000}
+
+func skipLarge(b *testing.B, n int) {
+	if n >= 1_000_000 && testing.Short() {
+		b.Skip("1M items: skipped with -short")
+	}
+}
+
+func fill(q benchQueue, ks []string, now time.Time) {
+	for i, k := range ks {
+		q.AddWork(k, now, farTime(now, i))
+	}
+}
+
+// BenchmarkMemory reports the heap bytes per pending item (B/item) at 1M items.
+func BenchmarkMemory(b *testing.B) {
+	const n = 1_000_000
+	for _, impl := range impls {
+		b.Run(fmt.Sprintf("impl=%s/pending=%d", impl.name, n), func(b *testing.B) {
+			skipLarge(b, n)
+			ks := benchKeys(n)
+			now := time.Now()
+			var perItem float64
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				q := impl.make(noWork)
+				fill(q, ks, now)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perItem = float64(after.HeapAlloc-before.HeapAlloc) / n
+				b.StopTimer()
+				q.Close()
+				runtime.KeepAlive(q)
+				b.StartTimer()
+			}
+			b.ReportMetric(perItem, "B/item")
+		})
+	}
+}
+
+// BenchmarkAddWork adds keys to a queue holding n to 1.5n pending items.
+func BenchmarkAddWork(b *testing.B) {
+	for _, n := range sizes {
+		for _, impl := range impls {
+			b.Run(fmt.Sprintf("impl=%s/pending=%d", impl.name, n), func(b *testing.B) {
+				skipLarge(b, n)
+				ks := benchKeys(n + n/2)
+				now := time.Now()
+				q := impl.make(noWork)
+				defer q.Close()
+				fill(q, ks[:n], now)
+				b.ReportAllocs()
+				j := n
+				for b.Loop() {
+					if j == len(ks) {
+						b.StopTimer()
+						for _, k := range ks[n:] {
+							q.CancelWork(k)
+						}
+						j = n
+						b.StartTimer()
+					}
+					q.AddWork(ks[j], now, farTime(now, j))
+					j++
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkUpdateWork moves pending items to another FireAt.
+func BenchmarkUpdateWork(b *testing.B) {
+	for _, n := range sizes {
+		for _, impl := range impls {
+			b.Run(fmt.Sprintf("impl=%s/pending=%d", impl.name, n), func(b *testing.B) {
+				skipLarge(b, n)
+				ks := benchKeys(n)
+				now := time.Now()
+				q := impl.make(noWork)
+				defer q.Close()
+				fill(q, ks, now)
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					q.UpdateWork(ks[i%n], now, farTime(now, i+n+7))
+					i++
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkCancelWork cancels pending items of a queue holding n/2 to n.
+func BenchmarkCancelWork(b *testing.B) {
+	for _, n := range sizes {
+		for _, impl := range impls {
+			b.Run(fmt.Sprintf("impl=%s/pending=%d", impl.name, n), func(b *testing.B) {
+				skipLarge(b, n)
+				ks := benchKeys(n)
+				now := time.Now()
+				q := impl.make(noWork)
+				defer q.Close()
+				fill(q, ks, now)
+				b.ReportAllocs()
+				j := 0
+				for b.Loop() {
+					if j == n/2 {
+						b.StopTimer()
+						for i, k := range ks[:n/2] {
+							q.AddWork(k, now, farTime(now, i))
+						}
+						j = 0
+						b.StartTimer()
+					}
+					q.CancelWork(ks[j])
+					j++
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkBurst makes 100k items due at once, each sleeping 1 ms, and reports
+// the wall time per burst and the peak number of goroutines. impl=pool is a
+// bare pool of 64 goroutines doing the same sleeps: the floor for a limit of 64.
+func BenchmarkBurst(b *testing.B) {
+	const (
+		n     = 100_000
+		limit = 64
+	)
+	ks := benchKeys(n)
+	var (
+		done sync.WaitGroup
+		peak atomic.Int64
+	)
+	work := func(context.Context, string) error {
+		if g := int64(runtime.NumGoroutine()); g > peak.Load() {
+			peak.Store(g) // racy max, good enough for a peak
+		}
+		time.Sleep(time.Millisecond)
+		done.Done()
+		return nil
+	}
+	run := func(b *testing.B, burst func()) {
+		var maxPeak int64
+		for b.Loop() {
+			peak.Store(0)
+			done.Add(n)
+			burst()
+			done.Wait()
+			maxPeak = max(maxPeak, peak.Load())
+		}
+		b.ReportMetric(float64(maxPeak), "peak-goroutines")
+	}
+	b.Run("impl=taintkit", func(b *testing.B) {
+		q := newOurs(work, timedqueue.WithMaxConcurrency(limit))
+		defer q.Close()
+		run(b, func() {
+			now := time.Now()
+			for _, k := range ks {
+				q.AddWork(k, now, now)
+			}
+		})
+	})
+	b.Run("impl=baseline", func(b *testing.B) {
+		q := newBaseline(work)
+		defer q.Close()
+		run(b, func() {
+			now := time.Now()
+			for _, k := range ks {
+				q.AddWork(k, now, now)
+			}
+		})
+	})
+	b.Run("impl=pool", func(b *testing.B) {
+		run(b, func() {
+			var next atomic.Int64
+			for range limit {
+				go func() {
+					for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
+						_ = work(context.Background(), ks[i])
+					}
+				}()
+			}
+		})
+	})
+}
+
+// BenchmarkLateness spreads 50k no-op items over 2 s on the real clock and
+// reports the p50 and p99 of start − FireAt in milliseconds.
+func BenchmarkLateness(b *testing.B) {
+	const (
+		n      = 50_000
+		spread = 2 * time.Second
+	)
+	ks := benchKeys(n)
+	index := make(map[string]int, n)
+	for i, k := range ks {
+		index[k] = i
+	}
+	for _, impl := range impls {
+		b.Run("impl="+impl.name, func(b *testing.B) {
+			late := make([]time.Duration, n)
+			fire := make([]time.Time, n)
+			var done sync.WaitGroup
+			work := func(_ context.Context, k string) error {
+				i := index[k]
+				late[i] = time.Since(fire[i])
+				done.Done()
+				return nil
+			}
+			q := impl.make(work)
+			defer q.Close()
+			var all []time.Duration
+			for b.Loop() {
+				start := time.Now().Add(200 * time.Millisecond)
+				for i := range fire {
+					fire[i] = start.Add(spread * time.Duration(i) / n)
+				}
+				done.Add(n)
+				for i, k := range ks {
+					q.AddWork(k, start, fire[i])
+				}
+				done.Wait()
+				all = append(all, late...)
+			}
+			slices.Sort(all)
+			ms := func(p float64) float64 { return float64(all[int(p*float64(len(all)-1))]) / 1e6 }
+			b.ReportMetric(ms(0.50), "p50-ms")
+			b.ReportMetric(ms(0.99), "p99-ms")
+		})
+	}
+}
