@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -122,4 +123,10 @@ func TestBackoff(t *testing.T) {
 	assert.Equal(t, time.Hour, p.MaxBackoff, "MaxBackoff defaults to at least InitialBackoff")
 	p = RetryPolicy{MaxAttempts: 1, InitialBackoff: 1, MaxBackoff: 1 << 62}
 	assert.Equal(t, time.Duration(1<<62), p.backoff(200), "no overflow")
+}
+
+func TestEntryIsSmall(t *testing.T) {
+	// The per-item memory budget depends on it: keep an eye on new fields.
+	assert.LessOrEqual(t, unsafe.Sizeof(entry[string]{}), uintptr(72))
+	assert.Equal(t, uintptr(16), unsafe.Sizeof(hnode{}))
 }

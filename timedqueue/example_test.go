@@ -1,0 +1,154 @@
+package timedqueue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/taintkit/taintkit/timedqueue"
+)
+
+// Evict pods once their toleration runs out, on a fake clock.
+func Example() {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(t0)
+	evicted := make(chan string)
+	q, err := timedqueue.New(func(ctx context.Context, pod string) error {
+		evicted <- fmt.Sprintf("evicted %s at +%v", pod, clk.Since(t0))
+		return nil
+	}, timedqueue.WithClock(clk))
+	if err != nil {
+		panic(err)
+	}
+	defer q.Shutdown(context.Background())
+
+	q.AddWork("default/web-1", t0, t0.Add(5*time.Minute))
+	q.AddWork("default/web-2", t0, t0.Add(time.Minute))
+	fmt.Println("pending:", q.Len())
+
+	clk.Step(time.Minute)
+	fmt.Println(<-evicted)
+	clk.Step(4 * time.Minute)
+	fmt.Println(<-evicted)
+	// Output:
+	// pending: 2
+	// evicted default/web-2 at +1m0s
+	// evicted default/web-1 at +5m0s
+}
+
+func ExampleNew() {
+	q, err := timedqueue.New(func(ctx context.Context, key int) error { return nil },
+		timedqueue.WithMaxConcurrency(0))
+	fmt.Println(q == nil, err)
+
+	q, err = timedqueue.New(func(ctx context.Context, key int) error { return nil },
+		timedqueue.WithMaxConcurrency(16),
+		timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: 10 * time.Second}),
+		timedqueue.WithAttemptTimeout(30*time.Second))
+	fmt.Println(err)
+	fmt.Println(q.Shutdown(context.Background()))
+	// Output:
+	// true timedqueue: MaxConcurrency must be at least 1, got 0
+	// <nil>
+	// <nil>
+}
+
+func ExampleTimedWorkerQueue_UpdateWork() {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(t0)
+	ran := make(chan string)
+	q, _ := timedqueue.New(func(ctx context.Context, pod string) error {
+		ran <- fmt.Sprintf("%s at +%v", pod, clk.Since(t0))
+		return nil
+	}, timedqueue.WithClock(clk))
+	defer q.Shutdown(context.Background())
+
+	q.AddWork("a", t0, t0.Add(time.Minute))
+	q.AddWork("b", t0, t0.Add(time.Minute))
+	fmt.Println(q.UpdateWork("a", t0, t0.Add(3*time.Minute)))  // later
+	fmt.Println(q.UpdateWork("b", t0, t0.Add(30*time.Second))) // earlier
+	fmt.Println(q.UpdateWork("b", t0, t0.Add(30*time.Second))) // same FireAt: no change
+
+	clk.Step(30 * time.Second)
+	fmt.Println(<-ran)
+	clk.Step(150 * time.Second)
+	fmt.Println(<-ran)
+	// Output:
+	// true
+	// true
+	// false
+	// b at +30s
+	// a at +3m0s
+}
+
+func ExampleTimedWorkerQueue_CancelWork() {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(t0)
+	ran := make(chan string)
+	q, _ := timedqueue.New(func(ctx context.Context, pod string) error {
+		ran <- fmt.Sprintf("%s at +%v", pod, clk.Since(t0))
+		return nil
+	}, timedqueue.WithClock(clk))
+	defer q.Shutdown(context.Background())
+
+	q.AddWork("tolerated-now", t0, t0.Add(time.Minute))
+	q.AddWork("evict", t0, t0.Add(2*time.Minute))
+	fmt.Println(q.CancelWork("tolerated-now")) // will never start
+	fmt.Println(q.CancelWork("unknown"))
+
+	clk.Step(2 * time.Minute)
+	fmt.Println(<-ran)
+	// Output:
+	// true
+	// false
+	// evict at +2m0s
+}
+
+func ExampleWithRetry() {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(t0)
+	ran := make(chan string)
+	failed := make(chan string)
+	attempts := 0
+	q, _ := timedqueue.New(func(ctx context.Context, pod string) error {
+		attempts++
+		ran <- fmt.Sprintf("attempt %d at +%v", attempts, clk.Since(t0))
+		if attempts < 3 {
+			return errors.New("API server unavailable")
+		}
+		return timedqueue.Permanent(errors.New("pod has a finalizer"))
+	},
+		timedqueue.WithClock(clk),
+		timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Second}),
+		timedqueue.WithFailureHook(func(w timedqueue.TimedWorker[string], err error) {
+			failed <- fmt.Sprintf("gave up on %s after %d attempts: %v", w.Key, w.Attempts, err)
+		}))
+	defer q.Shutdown(context.Background())
+
+	// waitArmed waits until the queue has armed its timer for the retry: the
+	// queue holds at most one waiter on the clock.
+	waitArmed := func() {
+		for !clk.HasWaiters() {
+			runtime.Gosched()
+		}
+	}
+
+	q.AddWork("default/web-1", t0, t0)
+	fmt.Println(<-ran)
+	waitArmed()
+	clk.Step(time.Second) // first retry after InitialBackoff
+	fmt.Println(<-ran)
+	waitArmed()
+	clk.Step(2 * time.Second) // then twice as long
+	fmt.Println(<-ran)
+	fmt.Println(<-failed) // a Permanent error is not retried
+	// Output:
+	// attempt 1 at +0s
+	// attempt 2 at +1s
+	// attempt 3 at +3s
+	// gave up on default/web-1 after 3 attempts: pod has a finalizer
+}
