@@ -440,6 +440,8 @@ func TestSameShardKeyNeverConcurrent(t *testing.T) {
 		require.NoError(t, err)
 		run(t, d)
 
+		d.AddHigh("n")
+		synctest.Wait() // n is running
 		for i := range 3 {
 			d.AddHigh("n")
 			d.AddLow(fmt.Sprintf("n/p%d", i))
