@@ -647,8 +647,8 @@ func TestRetryQueuesAtBackAndHoldsNothingBack(t *testing.T) {
 
 		d.AddLow("x/p")
 		synctest.Wait()
-		d.AddLow("a/p")
 		d.AddHigh("a")
+		d.AddLow("a/p")
 		synctest.Wait()
 		assert.Equal(t, []string{"L:x/p", "H:a", "L:a/p"}, e.recorded(), "waiting retry held items back")
 
