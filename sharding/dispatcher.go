@@ -245,8 +245,15 @@ func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 		start = d.clock.Now()
 	}
 	err := callHandler(ctx, rt.handle, item)
+	// end is read before anything else is reported, so a retry's due time
+	// never depends on when the metrics or the log were called: a clock
+	// step made after the retries counter moved is seen by the retry.
+	var end time.Time
+	if rt.m.timed || err != nil {
+		end = d.clock.Now()
+	}
 	if rt.m.timed {
-		rt.m.latency.Observe(d.clock.Since(start).Seconds())
+		rt.m.latency.Observe(end.Sub(start).Seconds())
 	}
 
 	s := d.shards[idx]
@@ -271,7 +278,7 @@ func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 		wait := d.retry.backoff(attempts)
 		d.log.V(2).Info("Handler failed, will retry", "lane", rt.lane, "item", item,
 			"failedAttempts", attempts, "retryIn", wait, "err", err)
-		scheduleRetry(d, rt, retryEntry[T]{due: d.clock.Now().Add(wait), gen: gen, shard: idx, item: item})
+		scheduleRetry(d, rt, retryEntry[T]{due: end.Add(wait), gen: gen, shard: idx, item: item})
 	case outcomeDrop:
 		rt.m.drops.Inc()
 		err = fmt.Errorf("sharding: %s item dropped after %d failed attempts: %w", rt.lane, attempts, err)
