@@ -50,7 +50,8 @@ var ErrShutdown = errors.New("timedqueue: queue shut down")
 // nothing follows. The package documentation gives the full state table.
 //
 // AddWork, UpdateWork and CancelWork are O(log n) in the number of schedules;
-// GetWorker and Len are O(1). A pending schedule costs about 100 bytes, no
+// GetWorker and Len are O(1). A pending schedule costs about 150 bytes of heap
+// with a string key (measured at 1M items, keys not counted), no
 // goroutine and no timer: the queue runs one timer goroutine plus at most
 // MaxConcurrency work goroutines, started on demand.
 //
