@@ -160,11 +160,17 @@ func (p idleMetrics) NewWorkDurationMetric(string) timedqueue.Histogram { return
 // the next change.
 func (m *Manager) busy() (bool, <-chan struct{}) {
 	t := m.idle
-	queued := m.dispatcher.Len() // before t.mu: Len takes the shards' locks
+	// Take the channel before looking at anything: a change made after this
+	// point closes it, so a wake-up cannot be lost between the look and the
+	// wait.
+	t.mu.Lock()
+	changed := t.changed
+	t.mu.Unlock()
+	queued := m.dispatcher.Len() // not under t.mu: Len takes the shards' locks
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if queued > 0 || t.handling > 0 || t.running > 0 || t.probing > 0 {
-		return true, t.changed
+		return true, changed
 	}
 	now := m.clock.Now()
 	for k := range t.keys {
@@ -173,10 +179,10 @@ func (m *Manager) busy() (bool, <-chan struct{}) {
 		case !ok:
 			delete(t.keys, k) // done, dropped or cancelled
 		case w.Running || !w.NextAttempt.After(now):
-			return true, t.changed
+			return true, changed
 		}
 	}
-	return false, t.changed
+	return false, changed
 }
 
 // WaitIdle returns once no update is queued or being handled and no eviction
