@@ -53,8 +53,9 @@ type Manager struct {
 	dispatcher *sharding.Dispatcher[string, podUpdate]
 	evictions  *timedqueue.TimedWorkerQueue[types.NamespacedName]
 
-	idle  *idleTracker // nil unless Config.TrackIdle
-	stats stats
+	idle    *idleTracker // nil unless Config.TrackIdle
+	stats   stats
+	started atomic.Bool
 }
 
 // New returns a Manager for cfg, or an error naming the first invalid field.
@@ -121,9 +122,14 @@ func New(cfg Config) (*Manager, error) {
 // Run handles updates and evicts pods until ctx is done. Then it stops the
 // dispatcher (queued updates are dropped), stops the eviction queue
 // (scheduled evictions are dropped; a restarted manager recomputes the same
-// deadlines) and waits for running handlers and evictions to return. Run
-// must be called once.
+// deadlines) and waits for running handlers and evictions to return: the
+// return of every handler and eviction happens before Run returns. Run may
+// be called once; a second call logs an error and returns at once.
 func (m *Manager) Run(ctx context.Context) {
+	if m.started.Swap(true) {
+		m.log.Error(nil, "Run called twice; ignoring the second call")
+		return
+	}
 	m.log.Info("Starting NoExecute taint manager")
 	m.dispatcher.Run(ctx)
 	// The dispatcher has stopped, so nothing schedules evictions any more.
@@ -149,7 +155,7 @@ func (m *Manager) NodeUpdated(old, new *v1.Node) {
 	}
 	// Semantic equality treats nil and empty alike and compares TimeAdded,
 	// which matters: the deadlines count from it.
-	if old != nil && new != nil && apiequality.Semantic.DeepEqual(oldTaints, newTaints) {
+	if name == "" || old != nil && new != nil && apiequality.Semantic.DeepEqual(oldTaints, newTaints) {
 		return
 	}
 	m.dispatcher.AddHigh(name)

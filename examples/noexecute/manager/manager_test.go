@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -500,4 +501,59 @@ func TestNewValidatesConfig(t *testing.T) {
 			assert.EqualError(t, err, tc.want)
 		})
 	}
+}
+
+func TestRunTwiceAndShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		e.addNode("n1")
+		e.addPod("p", "n1", tolerating(300))
+		e.taint("n1")
+		m := e.manager()
+		second := make(chan struct{})
+		go func() { defer close(second); m.Run(context.Background()) }()
+		synctest.Wait()
+		select {
+		case <-second:
+		default:
+			t.Fatal("a second Run did not return at once")
+		}
+		e.stopManager()
+		assert.Equal(t, 0, m.ScheduledEvictions(), "shutdown keeps scheduled evictions")
+		e.step(time.Hour)
+		assert.True(t, e.exists("p"), "an eviction ran after shutdown")
+	})
+}
+
+func TestWaitIdleNeedsTrackIdle(t *testing.T) {
+	c := cluster.New(nil)
+	m, err := manager.New(manager.Config{GetNode: c.GetNode, GetPod: c.GetPod, PodsOnNode: c.PodsOnNode, Client: c})
+	require.NoError(t, err)
+	assert.EqualError(t, m.WaitIdle(context.Background()), "manager: WaitIdle needs Config.TrackIdle")
+}
+
+// WaitIdle inside a bubble, with every change followed by it instead of
+// synctest.Wait: it must return only once the evictions are done.
+func TestWaitIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, func(c *manager.Config) { c.TrackIdle = true })
+		m := e.manager()
+		require.NoError(t, e.c.AddNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}))
+		for i := range 20 {
+			_, err := e.c.AddPod(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), Namespace: "default"},
+				Spec: v1.PodSpec{NodeName: "n1", Tolerations: tolerating(int64(i % 2 * 10))}})
+			require.NoError(t, err)
+		}
+		e.c.FailDeletes("default", "p2", 1)
+		require.NoError(t, m.WaitIdle(context.Background()))
+		require.NoError(t, e.c.SetTaints("n1", noExec))
+		require.NoError(t, m.WaitIdle(context.Background()))
+		assert.Equal(t, 11, e.c.NumPods(), "9 evicted at once, p2 waits for its retry, 10 wait 10s")
+		e.clk.Step(time.Second)
+		require.NoError(t, m.WaitIdle(context.Background()))
+		assert.Equal(t, 10, e.c.NumPods())
+		e.clk.Step(9 * time.Second)
+		require.NoError(t, m.WaitIdle(context.Background()))
+		assert.Equal(t, 0, e.c.NumPods())
+	})
 }
