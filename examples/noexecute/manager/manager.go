@@ -59,7 +59,9 @@ type Manager struct {
 }
 
 // New returns a Manager for cfg, or an error naming the first invalid field.
-// It starts no goroutine; call [Manager.Run].
+// It starts one goroutine, the eviction queue's timer, which exits when
+// [Manager.Run] returns: a manager that is not wanted after all should be
+// run with a cancelled context.
 func New(cfg Config) (*Manager, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err

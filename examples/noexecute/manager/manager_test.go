@@ -530,6 +530,9 @@ func TestWaitIdleNeedsTrackIdle(t *testing.T) {
 	m, err := manager.New(manager.Config{GetNode: c.GetNode, GetPod: c.GetPod, PodsOnNode: c.PodsOnNode, Client: c})
 	require.NoError(t, err)
 	assert.EqualError(t, m.WaitIdle(context.Background()), "manager: WaitIdle needs Config.TrackIdle")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m.Run(ctx) // returns at once, and stops the queue New started
 }
 
 // WaitIdle inside a bubble, with every change followed by it instead of
