@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
@@ -213,7 +214,14 @@ func (m *Manager) ScheduledEviction(namespace, name string) (timedqueue.TimedWor
 // waiting for a retry.
 func (m *Manager) ScheduledEvictions() int { return m.evictions.Len() }
 
+// dropped is the dispatcher's drop hook. Updates dropped at shutdown are
+// expected (the next manager's informer lists everything again); others mean
+// a lister kept failing.
 func (m *Manager) dropped(d sharding.Drop[string, podUpdate]) {
+	if errors.Is(d.Err, sharding.ErrStopped) {
+		m.log.V(4).Info("Dropped update at shutdown", "node", d.High, "pod", d.Low.key())
+		return
+	}
 	if d.Lane == sharding.LaneHigh {
 		m.log.Error(d.Err, "Dropped node update", "node", d.High, "attempts", d.Attempts)
 	} else {
