@@ -67,8 +67,8 @@
 //
 // All methods are safe for concurrent use and may be called from work funcs and
 // hooks: callbacks run without internal locks held. AddWork, UpdateWork and
-// CancelWork are O(log n); a pending schedule costs no goroutine and no timer.
-// The queue runs one timer goroutine, with one timer, plus at most
+// CancelWork are O(log n) amortised; a pending schedule costs no goroutine and
+// no timer. The queue runs one timer goroutine, with one timer, plus at most
 // MaxConcurrency worker goroutines, started on demand and exiting when no work
 // is due.
 //

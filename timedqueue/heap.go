@@ -12,47 +12,68 @@ const never = math.MaxInt64
 // Entry states.
 const (
 	stateFree    uint8 = iota // slot on the free list
-	stateWaiting              // pending or backing off: in the heap
+	stateWaiting              // pending or backing off: has one live node in the heap
 	stateBlocked              // pending behind a withdrawn attempt of the same key: not in the heap
 	stateRunning              // an attempt is in flight
 )
 
 // entry is one live schedule, stored by value in the slab. It is kept small on
-// purpose (72 bytes for a string key): the times a caller gave are kept as
+// purpose (64 bytes for a string key): the times a caller gave are kept as
 // seconds, nanoseconds and an interned Location instead of three time.Time
-// values, and the heap holds a copy of next so that sift compares stay in the
-// heap array.
+// values, and it has no back-pointer into the heap (see store).
 type entry[K comparable] struct {
 	key        K
-	seq        uint64 // unique per schedule: identity for the worker, FIFO tie-break in the heap
+	seq        uint64 // unique per schedule: identity for the worker and for heap nodes, FIFO tie-break
 	next       int64  // NextAttempt in Unix nanoseconds (saturated)
 	createdSec int64  // CreatedAt as Unix seconds and nanoseconds
 	fireSec    int64  // FireAt as Unix seconds and nanoseconds
 	createdNs  int32
 	fireNs     int32
-	heapPos    int32 // index in the heap, -1 if not in it
 	attempts   int32 // failed attempts so far
 	state      uint8
 	createdLoc uint8 // index into store.locs
 	fireLoc    uint8
 }
 
-// hnode is one heap element: the ordering key next to the slab index.
+// hnode is one heap element: everything the heap order needs, so that sifts
+// never touch the slab. gen is the low 32 bits of the seq of the schedule the
+// node was pushed for: it makes the node stale once that schedule is cancelled
+// or rescheduled, and breaks ties in at in FIFO order. It fills what would be
+// padding: a node is 16 bytes either way.
 type hnode struct {
 	at  int64
 	idx int32
+	gen uint32
 }
 
 // store holds the queue's schedules: a slab of entries with a free list, a map
-// from key to slab index, and a 4-ary min-heap of slab indices ordered by
-// (next, seq). It is not safe for concurrent use; the queue's mutex guards it.
+// from key to slab index, and a 4-ary min-heap of nodes ordered by (at, gen).
+// It is not safe for concurrent use; the queue's mutex guards it.
+//
+// The heap uses lazy deletion. A waiting entry has exactly one live node: one
+// whose idx is the entry's slot, gen its seq's low bits and at its next.
+// Cancelling or rescheduling an entry frees or changes the entry at once and
+// leaves its old node in the heap, stale; stale nodes are dropped when they
+// reach the top ([store.head]) and by a compaction (an O(n) rebuild) whenever more
+// than a quarter of the heap is stale. So cancel costs no sift and no cache
+// miss in the heap, reschedule is a push, sifts never read the slab, and the
+// heap holds at most 4/3 nodes per waiting entry: cancel and reschedule are
+// O(log n) amortised.
+//
+// The tie-break compares gens with serial-number arithmetic: schedules with
+// the same at start in the order they were made unless 2³¹ schedules were made
+// in between. A gen alone cannot tell a stale node from a live one after 2³²
+// schedules; a node is live only if its at also matches, and a stale node that
+// matches the slot, the gen and the time of a live schedule stands for exactly
+// that schedule, so it can only start it at the right time, once.
 type store[K comparable] struct {
-	slab []entry[K]
-	free []int32
-	m    map[K]int32
-	heap []hnode
-	seq  uint64
-	locs []*time.Location // interned Locations; index 0 is UTC
+	slab    []entry[K]
+	free    []int32
+	m       map[K]int32
+	heap    []hnode
+	waiting int // entries in stateWaiting: live nodes; len(heap)-waiting are stale
+	seq     uint64
+	locs    []*time.Location // interned Locations; index 0 is UTC
 }
 
 func newStore[K comparable]() *store[K] {
@@ -70,9 +91,10 @@ func (s *store[K]) alloc() int32 {
 	return int32(len(s.slab) - 1)
 }
 
-// release zeroes slot i (so the key can be collected) and puts it on the free list.
+// release zeroes slot i (so the key can be collected) and puts it on the free
+// list. A node left in the heap for it becomes stale.
 func (s *store[K]) release(i int32) {
-	s.slab[i] = entry[K]{heapPos: -1}
+	s.slab[i] = entry[K]{}
 	s.free = append(s.free, i)
 }
 
@@ -83,66 +105,108 @@ func (s *store[K]) nextSeq() uint64 {
 }
 
 // less reports whether heap node a orders before b.
-func (s *store[K]) less(a, b hnode) bool {
+func less(a, b hnode) bool {
 	if a.at != b.at {
 		return a.at < b.at
 	}
-	return s.slab[a.idx].seq < s.slab[b.idx].seq
+	return int32(a.gen-b.gen) < 0
 }
 
-func (s *store[K]) set(pos int, n hnode) {
-	s.heap[pos] = n
-	s.slab[n.idx].heapPos = int32(pos)
+// live reports whether n is the live node of a waiting entry.
+func (s *store[K]) live(n hnode) bool {
+	e := &s.slab[n.idx]
+	return e.state == stateWaiting && uint32(e.seq) == n.gen && e.next == n.at
 }
 
-// push adds slot i to the heap at time at.
-func (s *store[K]) push(i int32, at int64) {
+// push makes slot i, whose next and seq are set, waiting and adds its node.
+func (s *store[K]) push(i int32) {
+	e := &s.slab[i]
+	e.state = stateWaiting
+	s.waiting++
 	s.heap = append(s.heap, hnode{})
-	s.up(len(s.heap)-1, hnode{at: at, idx: i})
+	s.up(len(s.heap)-1, hnode{at: e.next, idx: i, gen: uint32(e.seq)})
 }
 
-// top returns the earliest heap node; the heap must not be empty.
-func (s *store[K]) top() hnode { return s.heap[0] }
+// unwait records that a waiting entry stopped waiting without its node being
+// popped: the caller has just freed its slot or changed its seq (cancel,
+// reschedule), which made the node stale. It reports whether the top node was
+// stale: then the earliest live node may have changed and the timer must be
+// re-armed.
+func (s *store[K]) unwait() (topStale bool) {
+	s.waiting--
+	topStale = !s.live(s.heap[0])
+	s.bound()
+	return topStale
+}
 
-// pop removes and returns the slot index of the earliest heap node.
-func (s *store[K]) pop() int32 {
+// bound compacts the heap once more than a quarter of it is stale. Each
+// compaction costs less than four times the unwaits since the previous one
+// (only unwait makes a node stale), so O(1) amortised per unwait.
+func (s *store[K]) bound() {
+	if stale := len(s.heap) - s.waiting; stale*4 > len(s.heap) {
+		s.compact()
+	}
+}
+
+// head drops the stale nodes at the top of the heap and returns the live top,
+// if any.
+func (s *store[K]) head() (hnode, bool) {
+	for len(s.heap) > 0 {
+		if n := s.heap[0]; s.live(n) {
+			return n, true
+		}
+		s.removeTop()
+	}
+	return hnode{}, false
+}
+
+// popHead removes the live top that head has just returned and returns its
+// slot, which the caller takes out of stateWaiting.
+func (s *store[K]) popHead() int32 {
 	i := s.heap[0].idx
-	s.remove(0)
+	s.removeTop()
+	s.waiting--
+	s.bound()
 	return i
 }
 
-// remove removes the heap node at pos.
-func (s *store[K]) remove(pos int) {
-	s.slab[s.heap[pos].idx].heapPos = -1
+// removeTop removes the top node.
+func (s *store[K]) removeTop() {
 	last := len(s.heap) - 1
 	n := s.heap[last]
 	s.heap = s.heap[:last]
-	if pos == last {
-		return
+	if last > 0 {
+		s.down(0, n)
 	}
-	s.fix(pos, n)
 }
 
-// fix places node n at pos and restores the heap order around it.
-func (s *store[K]) fix(pos int, n hnode) {
-	if pos > 0 && s.less(n, s.heap[(pos-1)/4]) {
-		s.up(pos, n)
-	} else {
-		s.down(pos, n)
+// compact drops every stale node and rebuilds the heap in O(n).
+func (s *store[K]) compact() {
+	h := s.heap[:0]
+	for _, n := range s.heap {
+		if s.live(n) {
+			h = append(h, n)
+		}
+	}
+	clear(s.heap[len(h):])
+	s.heap = h
+	for pos := (len(h) - 2) / 4; pos >= 0 && len(h) > 1; pos-- {
+		s.down(pos, h[pos])
 	}
 }
 
 // up moves node n from the hole at pos towards the root.
 func (s *store[K]) up(pos int, n hnode) {
+	h := s.heap
 	for pos > 0 {
 		parent := (pos - 1) / 4
-		if !s.less(n, s.heap[parent]) {
+		if !less(n, h[parent]) {
 			break
 		}
-		s.set(pos, s.heap[parent])
+		h[pos] = h[parent]
 		pos = parent
 	}
-	s.set(pos, n)
+	h[pos] = n
 }
 
 // down moves node n from the hole at pos towards the leaves.
@@ -156,17 +220,17 @@ func (s *store[K]) down(pos int, n hnode) {
 		best := first
 		end := min(first+4, len(h))
 		for c := first + 1; c < end; c++ {
-			if s.less(h[c], h[best]) {
+			if less(h[c], h[best]) {
 				best = c
 			}
 		}
-		if !s.less(h[best], n) {
+		if !less(h[best], n) {
 			break
 		}
-		s.set(pos, h[best])
+		h[pos] = h[best]
 		pos = best
 	}
-	s.set(pos, n)
+	h[pos] = n
 }
 
 // locIndex interns l and returns its index. Past 255 distinct Locations it

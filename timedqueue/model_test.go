@@ -228,20 +228,34 @@ func (m *model) checkQuiescent(q *timedqueue.TimedWorkerQueue[string]) {
 	if n := q.Len(); n != live {
 		m.fail("Len() = %d, want %d", n, live)
 	}
+	if err := timedqueue.CheckInvariants(q); err != nil {
+		m.fail("invariants: %v", err)
+	}
 }
 
 func TestModel(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4, 5} {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 2500) })
+			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 2500, modelKeys) })
 		})
 	}
 }
 
-func runModel(t *testing.T, seed uint64, ops int) {
+// TestModelManyKeys runs the model with more keys than slots by far, so that
+// the heap is deep: cancelled and rescheduled schedules leave stale nodes
+// below the top as well as at it, and compactions rebuild a heap of dozens.
+func TestModelManyKeys(t *testing.T) {
+	for _, seed := range []uint64{11, 12, 13} {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 5000, 100) })
+		})
+	}
+}
+
+func runModel(t *testing.T, seed uint64, ops, nkeys int) {
 	clk := testingclock.NewFakeClock(t0)
 	m := &model{t: t, clk: clk, seed: seed, keys: map[string]*modelKey{}, block: true, tries: map[string]int{}}
-	for i := range modelKeys {
+	for i := range nkeys {
 		m.keys[fmt.Sprint("k", i)] = &modelKey{}
 	}
 	q, err := timedqueue.New(m.work, timedqueue.WithClock(clk), timedqueue.WithMaxConcurrency(modelSlots),
@@ -257,7 +271,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	steps := []time.Duration{0, 1, time.Millisecond - 1, time.Millisecond, 100*time.Millisecond - 1, 100 * time.Millisecond, 300 * time.Millisecond, time.Second}
 	var counts [7]int
 	for range ops {
-		key := fmt.Sprint("k", rng.IntN(modelKeys))
+		key := fmt.Sprint("k", rng.IntN(nkeys))
 		op := rng.IntN(7)
 		counts[op]++
 		m.mu.Lock()
@@ -372,7 +386,10 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	}
 	assert.Greater(t, ends["success"], 100)
 	assert.Greater(t, ends["failed"], 10)
-	assert.Greater(t, ends["withdrawn"], 5)
+	assert.Greater(t, ends["cancelled"], 100)
+	if nkeys == modelKeys {
+		assert.Greater(t, ends["withdrawn"], 5)
+	}
 }
 
 // TestStress has goroutines add, update and cancel overlapping keys while the

@@ -103,11 +103,11 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 	// goroutine will not see. If that time has already passed, the timer has
 	// fired and its goroutine brings the queue up to date.
 	if q.timeout <= 0 && !q.closed {
-		if len(q.s.heap) == 0 {
+		if n, ok := q.s.head(); !ok {
 			if q.armedAt == never {
 				return
 			}
-		} else if q.s.top().at == q.armedAt {
+		} else if n.at == q.armedAt {
 			return
 		}
 	}
@@ -145,11 +145,12 @@ func (q *TimedWorkerQueue[K]) wakeAtLocked(now int64) int64 {
 		return never // running work was cancelled; nothing else will start
 	}
 	want := q.minDeadline
-	if len(q.s.heap) > 0 {
-		// A due top only remains when every slot is busy: a worker that
-		// finishes takes it, no timer is needed.
-		if at := q.s.top().at; at > now {
-			want = min(want, at)
+	if n, ok := q.s.head(); ok {
+		// A due head only remains when every slot is busy: a worker that
+		// finishes takes it, no timer is needed. A stale head is never waited
+		// for: head drops it.
+		if n.at > now {
+			want = min(want, n.at)
 		}
 	}
 	return want
@@ -172,8 +173,11 @@ func (q *TimedWorkerQueue[K]) stopTimerLocked() {
 // startDueLocked starts due schedules, in (NextAttempt, seq) order, while
 // concurrency slots are free, each on a new worker goroutine.
 func (q *TimedWorkerQueue[K]) startDueLocked(now int64, d *delta) {
-	for !q.closed && q.active < q.max && len(q.s.heap) > 0 && q.s.top().at <= now {
-		a := q.beginLocked(q.s.pop(), now)
+	for !q.closed && q.active < q.max {
+		if n, ok := q.s.head(); !ok || n.at > now {
+			return
+		}
+		a := q.beginLocked(q.s.popHead(), now)
 		q.active++
 		d.running++
 		d.pending--
@@ -346,8 +350,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		// schedule, if any, which waited for this attempt.
 		delete(q.withdrawn, a.key)
 		if i, ok := s.m[a.key]; ok && s.slab[i].state == stateBlocked {
-			s.slab[i].state = stateWaiting
-			s.push(i, s.slab[i].next)
+			s.push(i)
 		}
 		if err != nil {
 			o.kind, o.err = outcomeWithdrawnFailed, err
@@ -361,8 +364,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 			o.kind, o.err = outcomeRetry, err
 			o.wait = q.retry.backoff(int(e.attempts))
 			e.next = addNano(now, o.wait)
-			e.state = stateWaiting
-			s.push(a.idx, e.next)
+			s.push(a.idx)
 			d.pending++
 			d.retries++
 			o.w.Attempts = int(e.attempts)
@@ -400,8 +402,8 @@ func (q *TimedWorkerQueue[K]) release() *attempt[K] {
 // one, keeping its slot; or gives the slot up and returns nil.
 func (q *TimedWorkerQueue[K]) nextLocked(d *delta) *attempt[K] {
 	now := q.nowNs()
-	if !q.closed && len(q.s.heap) > 0 && q.s.top().at <= now {
-		a := q.beginLocked(q.s.pop(), now)
+	if n, ok := q.s.head(); !q.closed && ok && n.at <= now {
+		a := q.beginLocked(q.s.popHead(), now)
 		d.pending--
 		q.pumpLocked(d)
 		return a
