@@ -70,6 +70,7 @@ type metrics struct {
 	pending, running               Gauge
 	adds, retries, failures, drops Counter
 	lateness, workDuration         Histogram
+	timeWork                       bool // workDuration is not a no-op: read the clock around work
 }
 
 func newMetrics(p MetricsProvider, name string) metrics {
@@ -98,6 +99,8 @@ func newMetrics(p MetricsProvider, name string) metrics {
 			*h = noopMetric{}
 		}
 	}
+	_, noop := m.workDuration.(noopMetric)
+	m.timeWork = !noop
 	return m
 }
 

@@ -77,6 +77,7 @@ type attempt[K comparable] struct {
 
 // outcome is what the end of an attempt needs to report once the lock is released.
 type outcome[K comparable] struct {
+	key  K // of the attempt: the worker may reuse the attempt for its next one
 	kind int
 	w    TimedWorker[K] // the schedule when it ended
 	err  error
@@ -103,6 +104,13 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 	// goroutine will not see. If that time has already passed, the timer has
 	// fired and its goroutine brings the queue up to date.
 	if q.timeout <= 0 && !q.closed {
+		if q.active >= q.max {
+			// Every slot is busy: nothing can start, and a worker that
+			// finishes pumps again before it gives its slot up. The timer may
+			// stay armed for a time that no longer matters; if it fires, the
+			// timer goroutine just pumps.
+			return
+		}
 		if n, ok := q.s.head(); !ok {
 			if q.armedAt == never {
 				return
@@ -177,7 +185,7 @@ func (q *TimedWorkerQueue[K]) startDueLocked(now int64, d *delta) {
 		if n, ok := q.s.head(); !ok || n.at > now {
 			return
 		}
-		a := q.beginLocked(q.s.popHead(), now)
+		a := q.beginLocked(q.s.popHead(), now, nil)
 		q.active++
 		d.running++
 		d.pending--
@@ -185,11 +193,15 @@ func (q *TimedWorkerQueue[K]) startDueLocked(now int64, d *delta) {
 	}
 }
 
-// beginLocked marks slot i, just taken from the heap, running and returns its attempt.
-func (q *TimedWorkerQueue[K]) beginLocked(i int32, now int64) *attempt[K] {
+// beginLocked marks slot i, just taken from the heap, running and returns its
+// attempt: a, reused, or a new one if a is nil.
+func (q *TimedWorkerQueue[K]) beginLocked(i int32, now int64, a *attempt[K]) *attempt[K] {
 	e := &q.s.slab[i]
 	e.state = stateRunning
-	a := &attempt[K]{key: e.key, idx: i, seq: e.seq, first: e.attempts == 0, tpos: -1}
+	if a == nil {
+		a = new(attempt[K])
+	}
+	*a = attempt[K]{key: e.key, idx: i, seq: e.seq, first: e.attempts == 0, tpos: -1}
 	if a.first {
 		a.late = now - e.next
 	}
@@ -275,7 +287,7 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 		case inWork:
 			next = q.finish(a, errGoexit)
 		case inHook:
-			next = q.release()
+			next = q.release(a)
 		default:
 			return
 		}
@@ -289,12 +301,12 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 		inWork = false
 		var o outcome[K]
 		next, wait := q.settle(a, err, &o)
-		q.report(a, &o)
+		q.report(&o)
 		if wait {
 			inHook = true
 			q.callHook(&o)
 			inHook = false
-			next = q.release()
+			next = q.release(a)
 		}
 		a = next
 	}
@@ -304,10 +316,10 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 	var o outcome[K]
 	next, wait := q.settle(a, err, &o)
-	q.report(a, &o)
+	q.report(&o)
 	if wait {
 		q.callHook(&o)
-		next = q.release()
+		next = q.release(a)
 	}
 	return next
 }
@@ -317,14 +329,19 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 	if a.first {
 		q.m.lateness.Observe(float64(a.late) / float64(time.Second))
 	}
-	start := q.clock.Now()
+	var start time.Time
+	if q.m.timeWork {
+		start = q.clock.Now()
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			pe := &PanicError{Value: r, Stack: debug.Stack()}
 			q.log.Error(pe, "Work func panicked", "key", a.key, "stack", string(pe.Stack))
 			err = pe
 		}
-		q.m.workDuration.Observe(q.clock.Since(start).Seconds())
+		if q.m.timeWork {
+			q.m.workDuration.Observe(q.clock.Since(start).Seconds())
+		}
 		if a.cancel != nil {
 			a.cancel(context.Canceled)
 		}
@@ -338,6 +355,7 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 // [TimedWorkerQueue.release].
 func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (next *attempt[K], wait bool) {
 	var d delta
+	o.key = a.key
 	q.mu.Lock()
 	q.untimeLocked(a)
 	now := q.nowNs()
@@ -382,17 +400,17 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		q.m.apply(d)
 		return nil, true
 	}
-	next = q.nextLocked(&d)
+	next = q.nextLocked(&d, now, a)
 	q.mu.Unlock()
 	q.m.apply(d)
 	return next, false
 }
 
 // release is settle's second half when the failure hook had to be called first.
-func (q *TimedWorkerQueue[K]) release() *attempt[K] {
+func (q *TimedWorkerQueue[K]) release(a *attempt[K]) *attempt[K] {
 	var d delta
 	q.mu.Lock()
-	next := q.nextLocked(&d)
+	next := q.nextLocked(&d, q.nowNs(), a)
 	q.mu.Unlock()
 	q.m.apply(d)
 	return next
@@ -400,10 +418,9 @@ func (q *TimedWorkerQueue[K]) release() *attempt[K] {
 
 // nextLocked returns the next due attempt for a worker that has just finished
 // one, keeping its slot; or gives the slot up and returns nil.
-func (q *TimedWorkerQueue[K]) nextLocked(d *delta) *attempt[K] {
-	now := q.nowNs()
+func (q *TimedWorkerQueue[K]) nextLocked(d *delta, now int64, a *attempt[K]) *attempt[K] {
 	if n, ok := q.s.head(); !q.closed && ok && n.at <= now {
-		a := q.beginLocked(q.s.popHead(), now)
+		a = q.beginLocked(q.s.popHead(), now, a)
 		d.pending--
 		q.pumpLocked(d)
 		return a
@@ -416,14 +433,14 @@ func (q *TimedWorkerQueue[K]) nextLocked(d *delta) *attempt[K] {
 }
 
 // report logs the outcome of an attempt.
-func (q *TimedWorkerQueue[K]) report(a *attempt[K], o *outcome[K]) {
+func (q *TimedWorkerQueue[K]) report(o *outcome[K]) {
 	switch o.kind {
 	case outcomeRetry:
-		q.log.V(4).Info("Work failed; will retry", "key", a.key, "attempts", o.w.Attempts, "backoff", o.wait, "err", o.err)
+		q.log.V(4).Info("Work failed; will retry", "key", o.key, "attempts", o.w.Attempts, "backoff", o.wait, "err", o.err)
 	case outcomeFinal:
-		q.log.Error(o.err, "Work failed; giving up", "key", a.key, "attempts", o.w.Attempts, "permanent", IsPermanent(o.err))
+		q.log.Error(o.err, "Work failed; giving up", "key", o.key, "attempts", o.w.Attempts, "permanent", IsPermanent(o.err))
 	case outcomeWithdrawnFailed:
-		q.log.V(2).Info("Withdrawn work failed; not retried", "key", a.key, "err", o.err)
+		q.log.V(2).Info("Withdrawn work failed; not retried", "key", o.key, "err", o.err)
 	}
 }
 
