@@ -356,9 +356,14 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (next *attempt[K], wait bool) {
 	var d delta
 	o.key = a.key
+	// Read outside the lock, to keep the critical section short: the 64
+	// workers of a burst wake in cohorts and queue on the mutex. A reading
+	// taken a little early is still a valid now: the retry time is counted
+	// from the failure, and a due check that misses a step made meanwhile
+	// leaves the item to the pump that follows the slot's release.
+	now := q.nowNs()
 	q.mu.Lock()
 	q.untimeLocked(a)
-	now := q.nowNs()
 	s := q.s
 	e := &s.slab[a.idx]
 	switch {
