@@ -97,7 +97,8 @@ type FailureFunc[K comparable] func(w TimedWorker[K], err error)
 // the key has been released (GetWorker reports false, AddWork may schedule the
 // key again) and without any lock held, so it may call any method of the queue.
 // It must not block: the worker holds a concurrency slot until it returns.
-// A panic in it is recovered and logged. New returns an error if K is not the
+// [TimedWorkerQueue.Shutdown] does not wait for it (the hook may call
+// Shutdown). A panic in it is recovered and logged. New returns an error if K is not the
 // queue's key type.
 func WithFailureHook[K comparable](f FailureFunc[K]) Option {
 	return optionFunc(func(o *options) { o.failureHook = f })

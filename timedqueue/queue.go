@@ -85,6 +85,7 @@ type TimedWorkerQueue[K comparable] struct {
 	minDeadline int64          // min deadline over timed, or never
 	closed      bool
 	inside      int           // work funcs blocked in Shutdown
+	hooking     int           // workers in the failure hook: they hold a slot, Shutdown does not wait for them
 	timerExited bool          // the timer goroutine has returned
 	changed     chan struct{} // after Shutdown: closed and replaced when a Shutdown wait condition may have changed
 }
@@ -312,6 +313,10 @@ func (q *TimedWorkerQueue[K]) Len() int {
 // blocked in Shutdown the same way, and the cancellation of that ctx by Shutdown
 // itself does not end the wait. Called from a work func with an unrelated ctx,
 // it would wait for its own caller: don't.
+//
+// Shutdown does not wait for failure hooks in progress: a hook may call it.
+// A hook that is running when Shutdown returns may still call methods of the
+// queue, which then act as after Shutdown.
 func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 	inside := false
 	if v, ok := ctx.Value(workCtxKey{}).(*TimedWorkerQueue[K]); ok && v == q {
@@ -349,7 +354,13 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 	done := ctx.Done()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for !(q.timerExited && (q.active == 0 || inside && q.active <= q.inside)) {
+	for {
+		// A worker in the failure hook holds its slot but has no work func
+		// left to wait for: the hook may be the caller.
+		busy := q.active - q.hooking
+		if q.timerExited && (busy == 0 || inside && busy <= q.inside) {
+			break
+		}
 		ch := q.changed
 		q.mu.Unlock()
 		select {

@@ -909,3 +909,27 @@ func (p *countingProvider) NewLatenessMetric(string) timedqueue.Histogram {
 func (p *countingProvider) NewWorkDurationMetric(string) timedqueue.Histogram {
 	return cmetric{p, "duration"}
 }
+
+// The failure hook may call any method of the queue, Shutdown included: the
+// hook's own slot does not make Shutdown wait for the hook.
+func TestFailureHookMayCallShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		var q *timedqueue.TimedWorkerQueue[string]
+		got := make(chan error, 1)
+		hook := func(timedqueue.TimedWorker[string], error) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			got <- q.Shutdown(ctx)
+		}
+		var err error
+		q, err = timedqueue.New(func(context.Context, string) error { return timedqueue.Permanent(errors.New("boom")) },
+			timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()), timedqueue.WithFailureHook(hook))
+		require.NoError(t, err)
+		require.True(t, q.AddWork("a", t0, t0))
+		assert.NoError(t, <-got, "Shutdown called from the failure hook")
+		synctest.Wait()
+		require.NoError(t, q.Shutdown(context.Background()), "after the hook returned")
+		assert.False(t, q.AddWork("b", t0, t0))
+	})
+}

@@ -401,6 +401,8 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		}
 	}
 	if o.kind == outcomeFinal && q.hook != nil {
+		q.hooking++
+		q.notifyLocked() // Shutdown does not wait for a worker in the hook
 		q.mu.Unlock()
 		q.m.apply(d)
 		return nil, true
@@ -415,6 +417,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 func (q *TimedWorkerQueue[K]) release(a *attempt[K]) *attempt[K] {
 	var d delta
 	q.mu.Lock()
+	q.hooking--
 	next := q.nextLocked(&d, q.nowNs(), a)
 	q.mu.Unlock()
 	q.m.apply(d)
