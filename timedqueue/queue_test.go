@@ -933,3 +933,34 @@ func TestFailureHookMayCallShutdown(t *testing.T) {
 		assert.False(t, q.AddWork("b", t0, t0))
 	})
 }
+
+// A work func and then the failure hook may both call runtime.Goexit (t.FailNow
+// in both): the slot is still given back, later work runs and Shutdown returns.
+func TestGoexitInWorkFuncAndFailureHookFreesSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		var mu sync.Mutex
+		var ran []string
+		q, err := timedqueue.New(func(_ context.Context, k string) error {
+			mu.Lock()
+			ran = append(ran, k)
+			mu.Unlock()
+			if k == "exit" {
+				runtime.Goexit()
+			}
+			return nil
+		}, timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()), timedqueue.WithMaxConcurrency(1),
+			timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 1}),
+			timedqueue.WithFailureHook(func(timedqueue.TimedWorker[string], error) { runtime.Goexit() }))
+		require.NoError(t, err)
+		q.AddWork("exit", t0, t0)
+		q.AddWork("next", t0, t0)
+		synctest.Wait()
+		mu.Lock()
+		assert.Equal(t, []string{"exit", "next"}, ran)
+		mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		assert.NoError(t, q.Shutdown(ctx))
+	})
+}

@@ -274,24 +274,16 @@ func (q *TimedWorkerQueue[K]) timerLoop() {
 
 // worker runs attempts until none is due, then exits. It starts with a.
 func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
-	// If a work func or the failure hook calls runtime.Goexit, this goroutine
-	// ends in the middle of the loop; the deferred func completes the
-	// bookkeeping and hands the next attempt to a new goroutine.
-	var (
-		inWork = false
-		inHook = false
-	)
+	// If a work func calls runtime.Goexit, this goroutine ends in the middle
+	// of the loop; the deferred func completes the bookkeeping and hands the
+	// next attempt to a new goroutine. (A Goexit in the failure hook is
+	// handled by hookThenRelease.)
+	inWork := false
 	defer func() {
-		var next *attempt[K]
-		switch {
-		case inWork:
-			next = q.finish(a, errGoexit)
-		case inHook:
-			next = q.release(a)
-		default:
+		if !inWork {
 			return
 		}
-		if next != nil {
+		if next := q.finish(a, errGoexit); next != nil {
 			go q.worker(next)
 		}
 	}()
@@ -299,29 +291,37 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 		inWork = true
 		err := q.run(a)
 		inWork = false
-		var o outcome[K]
-		next, wait := q.settle(a, err, &o)
-		q.report(&o)
-		if wait {
-			inHook = true
-			q.callHook(&o)
-			inHook = false
-			next = q.release(a)
-		}
-		a = next
+		a = q.finish(a, err)
 	}
 }
 
-// finish settles a, reports it and returns the next attempt for this worker.
+// finish settles a, reports it, calls the failure hook if needed and returns
+// the next attempt for this worker.
 func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 	var o outcome[K]
 	next, wait := q.settle(a, err, &o)
 	q.report(&o)
 	if wait {
-		q.callHook(&o)
-		next = q.release(a)
+		return q.hookThenRelease(a, &o)
 	}
 	return next
+}
+
+// hookThenRelease calls the failure hook, then gives the slot up or takes the
+// next due attempt (reusing a). If the hook calls runtime.Goexit, the deferred
+// func still releases the slot and hands the next attempt to a new goroutine.
+func (q *TimedWorkerQueue[K]) hookThenRelease(a *attempt[K], o *outcome[K]) *attempt[K] {
+	returned := false
+	defer func() {
+		if !returned {
+			if next := q.release(a); next != nil {
+				go q.worker(next)
+			}
+		}
+	}()
+	q.callHook(o)
+	returned = true
+	return q.release(a)
 }
 
 // run calls the work func for a, recovering a panic into a *PanicError.
