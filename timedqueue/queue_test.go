@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/taintkit/taintkit/timedqueue"
@@ -962,5 +964,85 @@ func TestGoexitInWorkFuncAndFailureHookFreesSlot(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
 		assert.NoError(t, q.Shutdown(ctx))
+	})
+}
+
+// racingClock is a FakeClock on which another goroutine's Step lands between
+// the queue's clock read and its timer Reset: the next Reset first steps the
+// clock by stepOnReset.
+type racingClock struct {
+	*testingclock.FakeClock
+	stepOnReset atomic.Int64
+}
+
+type racingTimer struct {
+	clock.Timer
+	c *racingClock
+}
+
+func (c *racingClock) NewTimer(d time.Duration) clock.Timer {
+	return &racingTimer{c.FakeClock.NewTimer(d), c}
+}
+
+func (t *racingTimer) Reset(d time.Duration) bool {
+	if s := t.c.stepOnReset.Swap(0); s != 0 {
+		t.c.FakeClock.Step(time.Duration(s))
+	}
+	return t.Timer.Reset(d)
+}
+
+// A Step that races with AddWork (it lands while the queue arms its timer)
+// does not delay the work: it starts when the clock reaches FireAt.
+func TestStepDuringAddWorkDoesNotDelayWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := &racingClock{FakeClock: testingclock.NewFakeClock(t0)}
+		started := make(chan time.Duration, 1)
+		q, err := timedqueue.New(func(context.Context, string) error {
+			started <- clk.Since(t0)
+			return nil
+		}, timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, q.Shutdown(context.Background())) }()
+		clk.stepOnReset.Store(int64(time.Second))
+		require.True(t, q.AddWork("a", t0, t0.Add(10*time.Second)))
+		require.Equal(t, time.Second, clk.Since(t0), "the racing Step happened")
+		clk.Step(9 * time.Second) // FireAt
+		synctest.Wait()
+		select {
+		case at := <-started:
+			assert.Equal(t, 10*time.Second, at)
+		default:
+			t.Fatal("work due at +10s had not started at +10s")
+		}
+	})
+}
+
+// The same race in the timer goroutine: a Step that lands while it re-arms the
+// timer for the next schedule does not delay that schedule.
+func TestStepDuringTimerRearmDoesNotDelayWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := &racingClock{FakeClock: testingclock.NewFakeClock(t0)}
+		started := make(chan time.Duration, 2)
+		q, err := timedqueue.New(func(context.Context, string) error {
+			started <- clk.Since(t0)
+			return nil
+		}, timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, q.Shutdown(context.Background())) }()
+		require.True(t, q.AddWork("a", t0, t0.Add(10*time.Second)))
+		require.True(t, q.AddWork("b", t0, t0.Add(20*time.Second)))
+		clk.stepOnReset.Store(int64(time.Second)) // lands when "a" fires and the timer is re-armed for "b"
+		clk.Step(10 * time.Second)
+		synctest.Wait()
+		<-started // a; it may read the clock before or after the racing Step
+		require.Equal(t, 11*time.Second, clk.Since(t0), "the racing Step happened")
+		clk.Step(9 * time.Second) // b's FireAt
+		synctest.Wait()
+		select {
+		case at := <-started:
+			assert.Equal(t, 20*time.Second, at)
+		default:
+			t.Fatal("work due at +20s had not started at +20s")
+		}
 	})
 }

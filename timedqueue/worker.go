@@ -119,7 +119,7 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			return
 		}
 	}
-	for {
+	for tries := 0; ; tries++ {
 		now := q.nowNs()
 		if q.timeout > 0 && q.minDeadline <= now {
 			q.expireLocked(now)
@@ -139,11 +139,18 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		}
 		q.timer.Reset(time.Duration(delay))
 		q.armedAt = want
-		// The timer was armed relative to the clock's time at Reset. If the clock
-		// moved past want meanwhile, a FakeClock will not fire it: go round again.
-		if q.nowNs() < want {
+		// The timer was armed relative to the clock's time at Reset, which may
+		// be later than now: another goroutine may step a FakeClock (or a real
+		// clock moves) in between. If the clock moved past want, a FakeClock
+		// will not fire the timer; if it moved at all, the timer fires late by
+		// as much. Either way go round again, from a fresh reading. A real
+		// clock always moves a little, so its late arming (by the time Reset
+		// takes) is accepted after a few tries.
+		now2 := q.nowNs()
+		if now2 < want && (now2 == now || tries >= 2) {
 			return
 		}
+		q.stopTimerLocked() // else want == armedAt would end the next round early
 	}
 }
 
