@@ -1046,3 +1046,18 @@ func TestStepDuringTimerRearmDoesNotDelayWork(t *testing.T) {
 		}
 	})
 }
+
+// Lateness is start − FireAt in seconds even for a FireAt before 1678 (such as
+// the zero time.Time), whose Unix nanoseconds do not fit in an int64.
+func TestLatenessOfAncientFireAt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newCountingProvider()
+		_, _, q, _ := setup(t, timedqueue.WithMetricsProvider(m))
+		require.True(t, q.AddWork("zero", t0, time.Time{}))
+		synctest.Wait()
+		want := float64(t0.Unix() - time.Time{}.Unix())
+		late := m.observations("lateness")
+		require.Len(t, late, 1)
+		assert.InDelta(t, want, late[0], 1, "lateness of a zero FireAt, in seconds")
+	})
+}

@@ -65,10 +65,10 @@ func (c *workCtx) Err() error {
 // attempt is one run of a work func.
 type attempt[K comparable] struct {
 	key      K
-	idx      int32  // slab slot of the schedule when it started
-	seq      uint64 // the schedule's seq: if the slot no longer has it, the schedule was withdrawn
-	first    bool   // first attempt of its schedule: lateness is observed
-	late     int64  // start − FireAt, ns
+	idx      int32   // slab slot of the schedule when it started
+	seq      uint64  // the schedule's seq: if the slot no longer has it, the schedule was withdrawn
+	first    bool    // first attempt of its schedule: lateness is observed
+	late     float64 // start − FireAt, seconds
 	ctx      context.Context
 	cancel   context.CancelCauseFunc // nil without an attempt timeout
 	deadline int64                   // Unix ns, with an attempt timeout
@@ -210,7 +210,7 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now int64, a *attempt[K]) *at
 	}
 	*a = attempt[K]{key: e.key, idx: i, seq: e.seq, first: e.attempts == 0, tpos: -1}
 	if a.first {
-		a.late = now - e.next
+		a.late = lateness(now, e)
 	}
 	if q.timeout <= 0 {
 		a.ctx = q.plainCtx
@@ -224,6 +224,17 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now int64, a *attempt[K]) *at
 	q.timed = append(q.timed, a)
 	q.minDeadline = min(q.minDeadline, a.deadline)
 	return a
+}
+
+// lateness returns now − FireAt of e, a first attempt, in seconds. e.next,
+// FireAt in saturated Unix ns, cannot be used for a FireAt before 1678: the
+// difference would overflow. Then it is computed from FireAt's seconds.
+func lateness[K comparable](now int64, e *entry[K]) float64 {
+	if d := now - e.next; (d >= 0) == (now >= e.next) {
+		return float64(d) / float64(time.Second)
+	}
+	const sec = int64(time.Second)
+	return float64(now/sec-e.fireSec) + float64(now%sec-int64(e.fireNs))/float64(time.Second)
 }
 
 // expireLocked cancels the attempts whose deadline has passed.
@@ -334,7 +345,7 @@ func (q *TimedWorkerQueue[K]) hookThenRelease(a *attempt[K], o *outcome[K]) *att
 // run calls the work func for a, recovering a panic into a *PanicError.
 func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 	if a.first {
-		q.m.lateness.Observe(float64(a.late) / float64(time.Second))
+		q.m.lateness.Observe(a.late)
 	}
 	var start time.Time
 	if q.m.timeWork {
