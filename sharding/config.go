@@ -13,12 +13,18 @@ import (
 // Config.Shards is zero. It matches the taint manager's eight workers.
 const DefaultShards = 8
 
+// MaxShards is the largest Config.Shards New accepts. Every shard costs a
+// worker goroutine and its queues, so more shards than this would only waste
+// memory; larger values make New fail.
+const MaxShards = 1 << 16
+
 // Config configures a [Dispatcher]. HighKey, LowKey, HandleHigh and
 // HandleLow are required; every other field has a usable zero value, stated
 // on the field.
 type Config[H, L comparable] struct {
 	// Shards is the number of shards, each served by one worker goroutine.
-	// Zero means DefaultShards; negative values make New fail.
+	// Zero means DefaultShards; negative values and values above MaxShards
+	// make New fail.
 	Shards int
 
 	// HighKey returns the shard key of a high-priority item, LowKey that of
@@ -122,6 +128,8 @@ func (cfg *Config[H, L]) validate() error {
 		return errors.New("sharding: LowKey must not be nil")
 	case cfg.Shards < 0:
 		return fmt.Errorf("sharding: Shards must not be negative, got %d", cfg.Shards)
+	case cfg.Shards > MaxShards:
+		return fmt.Errorf("sharding: Shards must be at most %d, got %d", MaxShards, cfg.Shards)
 	case cfg.MaxHighBurst < 0:
 		return fmt.Errorf("sharding: MaxHighBurst must not be negative, got %d", cfg.MaxHighBurst)
 	}

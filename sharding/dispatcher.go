@@ -55,8 +55,9 @@ type laneRT[H, L, T comparable] struct {
 }
 
 // New returns a Dispatcher for cfg, or an error naming the first invalid
-// field: a nil HandleHigh, HandleLow, HighKey or LowKey, or a negative
-// Shards, MaxHighBurst or Retry field. Items may be added at once; they are
+// field: a nil HandleHigh, HandleLow, HighKey or LowKey, a negative Shards,
+// MaxHighBurst or Retry field, or a Shards above MaxShards. It never panics
+// on a bad config. Items may be added at once; they are
 // handled once [Dispatcher.Run] is called.
 func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 	if err := cfg.validate(); err != nil {
