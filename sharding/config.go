@@ -62,9 +62,15 @@ type Config[H, L comparable] struct {
 
 	// Logger receives the dispatcher's logs: failures (V(2)), panics and
 	// drops (errors), the number of items dropped at shutdown. The zero
-	// Logger means klog.Background(). (In logr v1.4, logr.Discard() is the
-	// zero Logger too; to silence the dispatcher pass a logger whose sink
-	// discards, such as one from funcr that is never enabled.)
+	// Logger means klog.Background().
+	//
+	// Beware: logr.Discard() returns the zero Logger (logr v1.4), so it
+	// does not silence the dispatcher, it logs through klog. To silence it,
+	// pass a logger whose sink discards, for example
+	//
+	//	funcr.New(func(prefix, args string) {}, funcr.Options{})
+	//
+	// (package github.com/go-logr/logr/funcr).
 	Logger logr.Logger
 
 	// Metrics creates the per-lane metrics when New runs. Nil means no
