@@ -85,12 +85,19 @@ type Config[H, L comparable] struct {
 	// calling AddHigh/AddLow for items added after Run returned or whose key
 	// func panicked. It must not block; a panic in it is recovered and
 	// logged. It may call AddHigh and AddLow.
+	//
+	// A hook that re-adds what was dropped must skip drops whose Err is
+	// ErrStopped (errors.Is(drop.Err, ErrStopped)): once the dispatcher
+	// stopped, an add is dropped at once, on the caller's goroutine, and
+	// calls OnDrop again from inside the hook, so a hook that always
+	// re-adds recurses until the stack overflows, a fatal crash.
 	OnDrop func(Drop[H, L])
 }
 
 // ErrStopped is the reason (Drop.Err) given for items dropped because the
 // dispatcher stopped: still queued or waiting for a retry when Run's context
-// was done, or added after Run returned.
+// was done, or added after the dispatcher stopped. An OnDrop hook that
+// re-adds items must not re-add these; see Config.OnDrop.
 var ErrStopped = errors.New("sharding: dispatcher stopped")
 
 // Drop describes an item a dispatcher gave up on; see Config.OnDrop.

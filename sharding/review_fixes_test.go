@@ -3,10 +3,13 @@ package sharding_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
@@ -75,4 +78,54 @@ func TestLoggerDocumentedSilencing(t *testing.T) {
 	buf.Reset()
 	runTwice(funcr.New(func(_, _ string) {}, funcr.Options{}))
 	assert.Empty(t, buf.String(), "the documented silent logger wrote to klog")
+}
+
+// Rule (Config.OnDrop): a hook that re-adds what ran out of retries, and
+// skips ErrStopped drops as documented, terminates at shutdown and after
+// Run returned: each stopped item is reported once more at most, with no
+// recursion.
+func TestOnDropReaddSkippingErrStoppedTerminates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv()
+		cfg := e.config()
+		cfg.Retry = sharding.RetryPolicy{MaxAttempts: 1}
+		g := newGate("block")
+		e.gated(&cfg, g)
+		var failed atomic.Bool
+		cfg.HandleLow = func(_ context.Context, p string) error {
+			e.record("L:" + p)
+			if !failed.Swap(true) {
+				return errors.New("first attempt fails")
+			}
+			return nil
+		}
+		var d *sharding.Dispatcher[string, string]
+		var depth, maxDepth, stopped atomic.Int32
+		cfg.OnDrop = func(drop sharding.Drop[string, string]) {
+			n := depth.Add(1)
+			defer depth.Add(-1)
+			maxDepth.Store(max(maxDepth.Load(), n))
+			if errors.Is(drop.Err, sharding.ErrStopped) {
+				stopped.Add(1)
+				return // never re-add: the add would be dropped at once
+			}
+			d.AddLow(drop.Low)
+		}
+		var err error
+		d, err = sharding.New(cfg)
+		require.NoError(t, err)
+		stop := run(t, d)
+
+		d.AddLow("x/p")
+		synctest.Wait()
+		assert.Equal(t, []string{"L:x/p", "L:x/p"}, e.recorded(), "re-added after its drop")
+		d.AddHigh("block")
+		d.AddLow("q/p") // queued behind block: dropped at shutdown
+		synctest.Wait()
+		stop()
+		d.AddLow("y/p")
+		assert.Equal(t, int32(1), maxDepth.Load(), "OnDrop re-entered itself")
+		assert.Equal(t, int32(2), stopped.Load(), "q/p at shutdown, y/p after Run returned")
+		assert.Equal(t, 0, d.Len())
+	})
 }
