@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -33,9 +34,16 @@ type Dispatcher[H, L comparable] struct {
 
 	started atomic.Bool
 
-	rmu   sync.Mutex // guards high.heap, low.heap and rseq
+	rmu   sync.Mutex // guards high.heap, low.heap and rseq; taken before a shard's mu
 	rseq  uint64
 	rwake chan struct{} // capacity 1: a retry became the earliest
+
+	// dueHint is the earliest due time over both retry heaps, as
+	// dueNanos says, or noRetry if both are empty. It is written with rmu
+	// held, after the due retries it no longer covers were queued, so a
+	// worker or add that reads a hint later than its own now knows every
+	// retry due by then is already in its lane.
+	dueHint atomic.Int64
 
 	// testHookPick, if set (by tests only, before Run), is called by a
 	// worker with its shard's mutex held each time it picks an item, with
@@ -77,6 +85,7 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 		onDrop:   cfg.OnDrop,
 		rwake:    make(chan struct{}, 1),
 	}
+	d.dueHint.Store(noRetry)
 	if d.clock == nil {
 		d.clock = clock.RealClock{}
 	}
@@ -136,6 +145,8 @@ func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
 		d.reportDrop(rt.drop(item, 0, err))
 		return
 	}
+	// A retry that came due before this add is queued first: FIFO.
+	d.promoteIfDue()
 	s := d.shards[fnv1a32(key)%d.n]
 	s.mu.Lock()
 	if s.closed {
@@ -211,6 +222,9 @@ func (d *Dispatcher[H, L]) work(ctx context.Context, idx int) {
 			return
 		default:
 		}
+		// A retry that came due is queued before the pick, so a due high
+		// item is never overtaken by a queued low one.
+		d.promoteIfDue()
 		s.mu.Lock()
 		picked, ok := s.pick(d.maxBurst)
 		if !ok {
@@ -319,6 +333,9 @@ func scheduleRetry[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T],
 	e.seq = d.rseq
 	rt.heap.push(e)
 	first := rt.heap[0].seq == e.seq
+	if n := dueNanos(e.due); n < d.dueHint.Load() {
+		d.dueHint.Store(n)
+	}
 	d.rmu.Unlock()
 	if first {
 		select {
@@ -339,8 +356,6 @@ const clockRaceSlack = time.Millisecond
 func (d *Dispatcher[H, L]) retryLoop(ctx context.Context) {
 	var (
 		timer  clock.Timer
-		hiDue  []retryEntry[H]
-		loDue  []retryEntry[L]
 		done   = ctx.Done()
 		stopTm = func() {
 			if timer != nil {
@@ -358,13 +373,7 @@ func (d *Dispatcher[H, L]) retryLoop(ctx context.Context) {
 		// Re-read the time after every wake-up: a Step may have raced
 		// with the previous wait.
 		now := d.clock.Now()
-		d.rmu.Lock()
-		hiDue = popDue(&d.high.heap, now, hiDue[:0])
-		loDue = popDue(&d.low.heap, now, loDue[:0])
-		next, ok := earliest(d.high.heap, d.low.heap)
-		d.rmu.Unlock()
-		requeue(d, &d.high, hiDue)
-		requeue(d, &d.low, loDue)
+		next, ok := d.promoteDue(now)
 
 		var fire <-chan time.Time
 		if ok {
@@ -383,14 +392,6 @@ func (d *Dispatcher[H, L]) retryLoop(ctx context.Context) {
 	}
 }
 
-// popDue appends to buf and removes from h the entries due at or before now.
-func popDue[T any](h *retryHeap[T], now time.Time, buf []retryEntry[T]) []retryEntry[T] {
-	for len(*h) > 0 && !(*h)[0].due.After(now) {
-		buf = append(buf, h.pop())
-	}
-	return buf
-}
-
 // earliest returns the earliest due time in a or b, if any.
 func earliest[H, L any](a retryHeap[H], b retryHeap[L]) (time.Time, bool) {
 	switch {
@@ -404,20 +405,82 @@ func earliest[H, L any](a retryHeap[H], b retryHeap[L]) (time.Time, bool) {
 	return b[0].due, true
 }
 
-// requeue queues the due retries that are not stale, and clears due.
-func requeue[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], due []retryEntry[T]) {
-	for i := range due {
-		e := &due[i]
+// noRetry is dueHint when no retry waits.
+const noRetry = math.MaxInt64
+
+// The range of times dueNanos maps exactly.
+var (
+	minDueNanos = time.Unix(0, math.MinInt64)
+	maxDueNanos = time.Unix(0, math.MaxInt64-1)
+)
+
+// dueNanos returns t as nanoseconds since the Unix epoch, saturated to
+// [math.MinInt64, math.MaxInt64-1] outside the years 1678–2262 that int64
+// nanoseconds span, so it never overflows, never returns noRetry, and keeps
+// order: a before b implies dueNanos(a) <= dueNanos(b).
+func dueNanos(t time.Time) int64 {
+	switch {
+	case t.Before(minDueNanos):
+		return math.MinInt64
+	case t.After(maxDueNanos):
+		return math.MaxInt64 - 1
+	}
+	return t.UnixNano()
+}
+
+// promoteIfDue queues the retries due now, if dueHint says some may be. When
+// none is due it costs one atomic load, plus a clock read while retries wait.
+func (d *Dispatcher[H, L]) promoteIfDue() {
+	hint := d.dueHint.Load()
+	if hint == noRetry {
+		return
+	}
+	if now := d.clock.Now(); hint <= dueNanos(now) {
+		d.promoteDue(now)
+	}
+}
+
+// promoteDue queues every retry due at or before now that is not stale, at
+// the back of its lane, and returns the earliest due time left, if any. It
+// holds rmu throughout, so that no worker picks while a due retry is out of
+// both its heap and its lane.
+func (d *Dispatcher[H, L]) promoteDue(now time.Time) (time.Time, bool) {
+	d.rmu.Lock()
+	nh := promote(d, &d.high, now)
+	nl := promote(d, &d.low, now)
+	next, ok := earliest(d.high.heap, d.low.heap)
+	hint := int64(noRetry)
+	if ok {
+		hint = dueNanos(next)
+	}
+	d.dueHint.Store(hint)
+	d.rmu.Unlock()
+	for range nh {
+		d.high.m.depth.Inc()
+	}
+	for range nl {
+		d.low.m.depth.Inc()
+	}
+	return next, ok
+}
+
+// promote pops the entries of rt's heap due at or before now and queues the
+// items that still wait for them; it returns how many it queued. rmu must
+// be held.
+func promote[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], now time.Time) int {
+	n := 0
+	for len(rt.heap) > 0 && !rt.heap[0].due.After(now) {
+		e := rt.heap.pop()
 		s := d.shards[e.shard]
 		s.mu.Lock()
 		ok := !s.closed && rt.of(s).retryDue(e.item, e.gen)
 		s.mu.Unlock()
 		if ok {
-			rt.m.depth.Inc()
+			n++
 			s.signal()
 		}
-		*e = retryEntry[T]{}
 	}
+	return n
 }
 
 // stop runs after every worker and the retry loop returned: it closes every
@@ -436,6 +499,7 @@ func (d *Dispatcher[H, L]) stop() {
 	}
 	d.rmu.Lock()
 	d.high.heap, d.low.heap = nil, nil
+	d.dueHint.Store(noRetry)
 	d.rmu.Unlock()
 
 	if n := len(hq) + len(hw) + len(lq) + len(lw); n > 0 {

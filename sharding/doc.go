@@ -59,8 +59,11 @@
 // Time is read from Config.Clock (a [k8s.io/utils/clock.Clock]), never from
 // package time: retry backoffs and handler latencies. A retry is queued no
 // earlier than the failed attempt's return plus its backoff, as read from
-// that clock. One timer, re-armed with a fresh NewTimer, serves every retry
-// of a dispatcher.
+// that clock. Once due it is queued before any worker picks its next item
+// and before any add queues an item, whichever goroutine gets there first,
+// so strict priority and FIFO order hold as if it had been queued exactly
+// at its due time. One timer, re-armed with a fresh NewTimer, serves every
+// retry of a dispatcher and queues due retries when no worker or add does.
 //
 // # Concurrency
 //
@@ -71,7 +74,10 @@
 // delays its own items: adds to it still return at once and the other shards
 // keep working. An item is never handled concurrently with itself, nor with
 // any item of the same shard key. Run runs Shards worker goroutines and one
-// retry goroutine; a retry costs O(log r) for r pending retries.
+// retry goroutine; a retry costs O(log r) for r pending retries. While no
+// retry waits, a pick or an add checks for due retries with one atomic load;
+// while some wait, with a clock read too; queueing due retries takes one
+// mutex shared by all shards.
 //
 // # Testing with a fake clock
 //

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
@@ -127,5 +128,86 @@ func TestOnDropReaddSkippingErrStoppedTerminates(t *testing.T) {
 		assert.Equal(t, int32(1), maxDepth.Load(), "OnDrop re-entered itself")
 		assert.Equal(t, int32(2), stopped.Load(), "q/p at shutdown, y/p after Run returned")
 		assert.Equal(t, 0, d.Len())
+	})
+}
+
+// Rules: strict priority, and "when due, the item is queued at the back of
+// its lane". A high retry that came due while a low item was being handled
+// is taken before the next queued low item, even though no other goroutine
+// has queued it yet when the worker picks.
+func TestDueHighRetryTakenBeforeQueuedLow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv()
+		cfg := e.config()
+		cfg.Retry = sharding.RetryPolicy{InitialBackoff: time.Second}
+		var highCalls atomic.Int32
+		cfg.HandleHigh = func(_ context.Context, n string) error {
+			e.record("H:" + n)
+			if highCalls.Add(1) == 1 {
+				return errors.New("first attempt fails")
+			}
+			return nil
+		}
+		g := newGate("n/l1")
+		cfg.HandleLow = func(ctx context.Context, p string) error {
+			e.record("L:" + p)
+			if p == "n/l1" {
+				g.wait(ctx, p)
+				e.clk.Step(time.Second) // n's retry is due now
+			}
+			return nil
+		}
+		d, err := sharding.New(cfg)
+		require.NoError(t, err)
+		run(t, d)
+
+		d.AddHigh("n") // fails at t0: retry due at t0+1s
+		synctest.Wait()
+		d.AddLow("n/l1")
+		synctest.Wait()
+		d.AddLow("n/l2")
+		g.release("n/l1")
+		synctest.Wait()
+		assert.Equal(t, []string{"H:n", "L:n/l1", "H:n", "L:n/l2"}, e.recorded())
+	})
+}
+
+// Rule: FIFO within a lane. A low item added after a low retry came due is
+// queued behind the retried item, even when the add comes before any other
+// goroutine has queued the retry.
+func TestAddAfterRetryDueQueuesBehindIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv()
+		cfg := e.config()
+		cfg.Retry = sharding.RetryPolicy{InitialBackoff: time.Second}
+		var failed atomic.Bool
+		cfg.HandleLow = func(_ context.Context, p string) error {
+			e.record("L:" + p)
+			if p == "x/p" && !failed.Swap(true) {
+				return errors.New("first attempt fails")
+			}
+			return nil
+		}
+		var d *sharding.Dispatcher[string, string]
+		g := newGate("block")
+		cfg.HandleHigh = func(ctx context.Context, n string) error {
+			e.record("H:" + n)
+			e.clk.Step(time.Second) // x/p's retry is due now
+			d.AddLow("b/p")
+			g.wait(ctx, n)
+			return nil
+		}
+		var err error
+		d, err = sharding.New(cfg)
+		require.NoError(t, err)
+		run(t, d)
+
+		d.AddLow("x/p") // fails at t0: retry due at t0+1s
+		synctest.Wait()
+		d.AddHigh("block")
+		synctest.Wait()
+		g.release("block")
+		synctest.Wait()
+		assert.Equal(t, []string{"L:x/p", "H:block", "L:x/p", "L:b/p"}, e.recorded())
 	})
 }
