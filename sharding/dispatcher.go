@@ -345,10 +345,12 @@ func scheduleRetry[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T],
 	}
 }
 
-// clockRaceSlack is how far the clock may move between reading Now and
-// arming the timer before the loop re-reads it and re-arms. A real clock
-// moves far less; a FakeClock.Step racing with the re-arm moves it more.
-const clockRaceSlack = time.Millisecond
+// maxRearms bounds how many times in a row the retry loop re-arms its timer
+// because the clock moved between reading Now and NewTimer. A FakeClock
+// moves only when stepped, so one re-arm makes the timer exact after a
+// racing Step; a real clock always moves a little, and a timer late by the
+// nanoseconds of the last try is accepted.
+const maxRearms = 2
 
 // retryLoop is the one goroutine that owns the one live retry timer. It
 // queues due retries and sleeps until the earliest of the rest, a new
@@ -368,6 +370,7 @@ func (d *Dispatcher[H, L]) retryLoop(ctx context.Context) {
 		}
 	)
 	defer stopTm()
+	rearms := 0
 	for {
 		stopTm()
 		// Re-read the time after every wake-up: a Step may have raced
@@ -379,10 +382,18 @@ func (d *Dispatcher[H, L]) retryLoop(ctx context.Context) {
 		if ok {
 			timer = d.clock.NewTimer(next.Sub(now))
 			fire = timer.C()
-			if now2 := d.clock.Now(); !now2.Before(next) || now2.Sub(now) > clockRaceSlack {
-				continue // the clock moved while arming: look again
+			// The timer fires next.Sub(now) after the clock's time at
+			// NewTimer: if the clock moved since now, it would fire late.
+			now2 := d.clock.Now()
+			if !now2.Before(next) {
+				continue // already due: queue it
+			}
+			if !now2.Equal(now) && rearms < maxRearms {
+				rearms++
+				continue // the clock moved while arming: re-arm from now2
 			}
 		}
+		rearms = 0
 		select {
 		case <-done:
 			return

@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/taintkit/taintkit/sharding"
 )
@@ -210,4 +212,55 @@ func TestAddAfterRetryDueQueuesBehindIt(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, []string{"L:x/p", "H:block", "L:x/p", "L:b/p"}, e.recorded())
 	})
+}
+
+// stepWhileArming is a FakeClock on which another goroutine's Step lands
+// between the retry loop's reading of Now and its NewTimer, once.
+type stepWhileArming struct {
+	*testingclock.FakeClock
+	step atomic.Int64
+}
+
+func (c *stepWhileArming) NewTimer(d time.Duration) clock.Timer {
+	if s := c.step.Swap(0); s != 0 {
+		c.FakeClock.Step(time.Duration(s))
+	}
+	return c.FakeClock.NewTimer(d)
+}
+
+// Rule: a retry is queued when its backoff has passed on the injected clock,
+// not later, even if a small Step races with the arming of the retry timer.
+func TestRetryRunsAtDueTimeDespiteStepWhileArming(t *testing.T) {
+	for _, step := range []time.Duration{time.Nanosecond, time.Millisecond, 500 * time.Millisecond} {
+		t.Run(step.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv()
+				clk := &stepWhileArming{FakeClock: e.clk}
+				cfg := e.config()
+				cfg.Clock = clk
+				cfg.Retry = sharding.RetryPolicy{InitialBackoff: time.Second}
+				var calls atomic.Int32
+				cfg.HandleLow = func(context.Context, string) error {
+					if calls.Add(1) == 1 {
+						return errors.New("first attempt fails")
+					}
+					return nil
+				}
+				d, err := sharding.New(cfg)
+				require.NoError(t, err)
+				run(t, d)
+				synctest.Wait()
+
+				clk.step.Store(int64(step))
+				d.AddLow("x/p") // fails at t0: due at t0+1s
+				synctest.Wait()
+				e.clk.Step(time.Second - step - time.Nanosecond)
+				synctest.Wait()
+				require.Equal(t, int32(1), calls.Load(), "retried early")
+				e.clk.Step(time.Nanosecond) // t0+1s: due
+				synctest.Wait()
+				assert.Equal(t, int32(2), calls.Load(), "retry due at t0+1s did not run at t0+1s")
+			})
+		})
+	}
 }
