@@ -288,6 +288,10 @@ func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 	case outcomeRequeue:
 		rt.m.depth.Inc()
 		// No signal needed: this worker looks at its lanes next.
+		if err != nil {
+			d.log.V(2).Info("Handler failed; not retried, the item was added again meanwhile and is queued",
+				"lane", rt.lane, "item", item, "err", err)
+		}
 	case outcomeRetry:
 		rt.m.retries.Inc()
 		wait := d.retry.backoff(attempts)

@@ -264,3 +264,42 @@ func TestRetryRunsAtDueTimeDespiteStepWhileArming(t *testing.T) {
 		})
 	}
 }
+
+// verboseEnvLogger makes e's logger record V(2) messages too.
+func verboseEnvLogger(e *env) logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		e.mu.Lock()
+		e.logs = append(e.logs, prefix+" "+args)
+		e.mu.Unlock()
+	}, funcr.Options{Verbosity: 2})
+}
+
+// Rule: nothing fails silently. A failed attempt whose retry is superseded
+// by an add made while it ran is logged (V(2)), though it is not retried.
+func TestFailureSupersededByReaddIsLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv()
+		cfg := e.config()
+		cfg.Logger = verboseEnvLogger(e)
+		var d *sharding.Dispatcher[string, string]
+		var calls atomic.Int32
+		cfg.HandleLow = func(_ context.Context, p string) error {
+			e.record("L:" + p)
+			if calls.Add(1) == 1 {
+				d.AddLow(p) // re-added while running
+				return errors.New("superseded failure")
+			}
+			return nil
+		}
+		var err error
+		d, err = sharding.New(cfg)
+		require.NoError(t, err)
+		run(t, d)
+
+		d.AddLow("x/p")
+		synctest.Wait()
+		assert.Equal(t, []string{"L:x/p", "L:x/p"}, e.recorded())
+		assert.Contains(t, e.logged(), "superseded failure")
+		assert.Equal(t, 0, e.metrics.get(e.metrics.retries, sharding.LaneLow))
+	})
+}
