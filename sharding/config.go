@@ -108,7 +108,8 @@ type Drop[H, L comparable] struct {
 	High H
 	Low  L
 	// Attempts is the number of handler attempts that failed for the item
-	// since it was last (re)queued by an add; 0 if it never failed.
+	// since it was last (re)queued by an add; 0 if it never failed. An
+	// attempt that failed once Run's context was done is not counted.
 	Attempts int
 	// Err says why: it wraps the last handler error (a *PanicError for a
 	// panic) when the retries ran out, and is ErrStopped when the

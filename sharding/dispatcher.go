@@ -194,6 +194,9 @@ func (d *Dispatcher[H, L]) Len() int {
 // Run waits until every handler and both kinds of goroutine have returned.
 // Last, it drops the items still queued or waiting for a retry, counting and
 // reporting each (Config.OnDrop, with ErrStopped) and logging their number.
+// A handler that fails (returns an error or panics) once ctx is done is not
+// counted as a failed attempt nor retried: its item is dropped the same way,
+// with ErrStopped.
 // The return of every handler happens before Run returns; an item added
 // after Run returned is dropped at once.
 //
@@ -278,7 +281,10 @@ func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 		s.gen++
 		gen = s.gen
 	}
-	out, attempts := rt.of(s).done(item, err != nil, d.retry.MaxAttempts, gen)
+	// A handler failing once ctx is done most likely failed because of it:
+	// that is the shutdown, not a failure to count, retry or report.
+	stopping := err != nil && ctx.Err() != nil
+	out, attempts := rt.of(s).done(item, err != nil, stopping, d.retry.MaxAttempts, gen)
 	s.mu.Unlock()
 
 	if pe, ok := err.(*PanicError); ok {
@@ -292,6 +298,10 @@ func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 			d.log.V(2).Info("Handler failed; not retried, the item was added again meanwhile and is queued",
 				"lane", rt.lane, "item", item, "err", err)
 		}
+	case outcomeStopped:
+		rt.m.depth.Inc()
+		d.log.V(2).Info("Handler failed while the dispatcher was stopping; the item will be dropped",
+			"lane", rt.lane, "item", item, "err", err)
 	case outcomeRetry:
 		rt.m.retries.Inc()
 		wait := d.retry.backoff(attempts)

@@ -49,7 +49,9 @@
 // Items added before [Dispatcher.Run] are kept and handled once it starts.
 // When Run's context is done, running handlers see it through their ctx, Run
 // waits for them, then drops and reports the items still queued or waiting
-// for a retry ([ErrStopped]). Items added after the dispatcher stopped are
+// for a retry ([ErrStopped]); an item whose handler failed once Run's
+// context was done is dropped so too, not counted as a failed attempt nor
+// retried. Items added after the dispatcher stopped are
 // dropped the same way at once, on the caller's goroutine; so an OnDrop hook
 // that re-adds dropped items must skip ErrStopped, or it recurses without
 // end.

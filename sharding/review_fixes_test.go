@@ -303,3 +303,40 @@ func TestFailureSupersededByReaddIsLogged(t *testing.T) {
 		assert.Equal(t, 0, e.metrics.get(e.metrics.retries, sharding.LaneLow))
 	})
 }
+
+// Rule: at shutdown, an item whose handler fails because its ctx was
+// cancelled is dropped as stopped (ErrStopped, counted once), not counted
+// as a failed attempt, a retry, or a drop after failed attempts.
+func TestHandlerFailingAtShutdownDroppedAsStopped(t *testing.T) {
+	for _, maxAttempts := range []int{1, 3} {
+		t.Run(fmt.Sprint("MaxAttempts=", maxAttempts), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv()
+				cfg := e.config()
+				cfg.Retry = sharding.RetryPolicy{MaxAttempts: maxAttempts}
+				cfg.HandleHigh = func(ctx context.Context, n string) error {
+					e.record("H:" + n)
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				d, err := sharding.New(cfg)
+				require.NoError(t, err)
+				stop := run(t, d)
+
+				d.AddHigh("n")
+				synctest.Wait()
+				stop()
+				drops := e.dropped()
+				require.Len(t, drops, 1)
+				assert.Equal(t, "n", drops[0].High)
+				assert.ErrorIs(t, drops[0].Err, sharding.ErrStopped)
+				assert.Equal(t, 0, drops[0].Attempts)
+				assert.Equal(t, 0, e.metrics.get(e.metrics.retries, sharding.LaneHigh))
+				assert.Equal(t, 1, e.metrics.get(e.metrics.drops, sharding.LaneHigh))
+				assert.Equal(t, 0, e.metrics.get(e.metrics.depth, sharding.LaneHigh))
+				assert.NotContains(t, e.logged(), "failed attempts")
+				assert.Equal(t, []string{"H:n"}, e.recorded())
+			})
+		})
+	}
+}

@@ -88,6 +88,7 @@ const (
 	outcomeRequeue                // it was re-added while running: queued again
 	outcomeRetry                  // failed: waiting for a retry
 	outcomeDrop                   // failed for the last time: forgotten
+	outcomeStopped                // failed while stopping: queued again, for stop to drop
 )
 
 // add applies an add of item and reports whether it queued the item (at the
@@ -127,8 +128,10 @@ func (l *lane[T]) pop() T {
 
 // done records the end of an attempt of item, which failed if failed. A
 // failure that may still be retried puts the item in phaseWaiting with gen.
-// It returns what happened and the item's failed attempts so far.
-func (l *lane[T]) done(item T, failed bool, maxAttempts int, gen uint64) (outcome, int) {
+// A failure while stopping (Run's context done) is not counted: the item is
+// queued again, for the shutdown to drop. It returns what happened and the
+// item's failed attempts so far.
+func (l *lane[T]) done(item T, failed, stopping bool, maxAttempts int, gen uint64) (outcome, int) {
 	st := l.items[item]
 	if st.phase == phaseHandlingReadd {
 		// A re-add supersedes the outcome, failure or not: run once more,
@@ -140,6 +143,12 @@ func (l *lane[T]) done(item T, failed bool, maxAttempts int, gen uint64) (outcom
 	if !failed {
 		l.forget(item)
 		return outcomeDone, st.attempts
+	}
+	if stopping {
+		st.phase = phaseQueued
+		l.items[item] = st
+		l.q.push(item)
+		return outcomeStopped, st.attempts
 	}
 	st.attempts++
 	if st.attempts >= maxAttempts {
