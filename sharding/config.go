@@ -82,7 +82,8 @@ type Config[H, L comparable] struct {
 	// dispatcher held, on the goroutine that gave up: the shard's worker
 	// after the last failed attempt, the goroutine running Run for items
 	// still queued or waiting for a retry at shutdown, and the goroutine
-	// calling AddHigh/AddLow for items added after Run returned or whose key
+	// calling AddHigh/AddLow for items added after the dispatcher stopped
+	// (during Run's shutdown or after it returned) or whose key
 	// func panicked. It must not block; a panic in it is recovered and
 	// logged. It may call AddHigh and AddLow.
 	//

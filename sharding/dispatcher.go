@@ -152,7 +152,7 @@ func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
 	if s.closed {
 		s.mu.Unlock()
 		rt.m.drops.Inc()
-		d.log.V(2).Info("Dropping item added after Run returned", "lane", rt.lane, "item", item)
+		d.log.V(2).Info("Dropping item added after the dispatcher stopped", "lane", rt.lane, "item", item)
 		d.reportDrop(rt.drop(item, 0, ErrStopped))
 		return
 	}

@@ -340,3 +340,21 @@ func TestHandlerFailingAtShutdownDroppedAsStopped(t *testing.T) {
 		})
 	}
 }
+
+// Rule: an add made once the dispatcher stopped is dropped at once, and the
+// log says so in words that hold both during Run's shutdown and after it.
+func TestAddAfterStopLoggedAsStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv()
+		cfg := e.config()
+		cfg.Logger = verboseEnvLogger(e)
+		d, err := sharding.New(cfg)
+		require.NoError(t, err)
+		run(t, d)()
+		d.AddLow("x/p")
+		drops := e.dropped()
+		require.Len(t, drops, 1)
+		assert.ErrorIs(t, drops[0].Err, sharding.ErrStopped)
+		assert.Contains(t, e.logged(), "Dropping item added after the dispatcher stopped")
+	})
+}
