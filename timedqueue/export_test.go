@@ -78,3 +78,12 @@ func CheckInvariants[K comparable](q *TimedWorkerQueue[K]) error {
 	}
 	return nil
 }
+
+// Unlocked reports whether q's mutex is free (it takes and releases it).
+func Unlocked[K comparable](q *TimedWorkerQueue[K]) bool {
+	if !q.mu.TryLock() {
+		return false
+	}
+	q.mu.Unlock()
+	return true
+}

@@ -3,6 +3,7 @@ package timedqueue
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"time"
 
@@ -68,6 +69,10 @@ type TimedWorkerQueue[K comparable] struct {
 	log     logr.Logger
 	hook    FailureFunc[K]
 	m       metrics
+	// checkKeys: K holds interfaces, so a key may hold a value that is not
+	// comparable (a slice, a map, a func); such a key would make the map
+	// panic. Every method refuses it before taking the lock.
+	checkKeys bool
 
 	baseCtx    context.Context // parent of every work ctx; cancelled by Shutdown
 	cancelBase context.CancelCauseFunc
@@ -117,6 +122,7 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		armedAt:     never,
 		minDeadline: never,
 		changed:     make(chan struct{}),
+		checkKeys:   holdsInterface(reflect.TypeFor[K]()),
 	}
 	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
 	q.plainCtx = &workCtx{Context: q.baseCtx, q: q}
@@ -130,6 +136,30 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 	return q, nil
 }
 
+// holdsInterface reports whether values of type t may hold an interface value,
+// whose dynamic value may not be comparable.
+func holdsInterface(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Array:
+		return holdsInterface(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if holdsInterface(t.Field(i).Type) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// badKey reports whether key cannot be used: it holds a value that is not
+// comparable. It costs nothing unless K holds interfaces.
+func (q *TimedWorkerQueue[K]) badKey(key K) bool {
+	return q.checkKeys && !reflect.ValueOf(&key).Elem().Comparable()
+}
+
 // AddWork schedules work for key, to start no earlier than fireAt, and reports
 // whether it did. It returns false, changing nothing, if key already has a live
 // schedule (pending, running or backing off) or the queue is shut down. If the
@@ -140,7 +170,15 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 // starts as soon as a concurrency slot is free, possibly before AddWork returns.
 // createdAt is kept for the caller and not used. The schedule takes effect
 // before AddWork returns: a clock step made afterwards is seen by it.
+//
+// If K holds interfaces (K = any, or a struct or array with an interface
+// field), a key whose dynamic value is not comparable (a slice, a map, a
+// func) is refused: AddWork, UpdateWork and CancelWork return false and
+// GetWorker reports false, without a panic.
 func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
+	if q.badKey(key) {
+		return false
+	}
 	var d delta
 	q.mu.Lock()
 	if q.closed {
@@ -168,6 +206,9 @@ func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
 // and UpdateWork returns false. While an attempt is running nothing changes and
 // UpdateWork returns false. After Shutdown it returns false.
 func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) bool {
+	if q.badKey(key) {
+		return false
+	}
 	var d delta
 	q.mu.Lock()
 	if q.closed {
@@ -228,6 +269,9 @@ func (q *TimedWorkerQueue[K]) scheduleLocked(key K, createdAt, fireAt time.Time,
 // withdrawn (GetWorker reports false and the key is free for AddWork at once),
 // and a failed attempt is not retried. CancelWork of an absent key returns false.
 func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
+	if q.badKey(key) {
+		return false
+	}
 	var d delta
 	q.mu.Lock()
 	i, ok := q.s.m[key]
@@ -264,6 +308,9 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 // there is one: pending, running or backing off. A withdrawn attempt is not
 // reported.
 func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
+	if q.badKey(key) {
+		return TimedWorker[K]{}, false
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	i, ok := q.s.m[key]

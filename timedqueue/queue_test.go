@@ -1061,3 +1061,44 @@ func TestLatenessOfAncientFireAt(t *testing.T) {
 		assert.InDelta(t, want, late[0], 1, "lateness of a zero FireAt, in seconds")
 	})
 }
+
+// A key type that holds interfaces (K = any, or a struct with an interface
+// field) can carry a dynamic value that is not comparable, such as a slice.
+// Such a key is refused without a panic and without locking the queue up.
+func TestUncomparableKeyIsRefused(t *testing.T) {
+	type wrapped struct{ v any }
+	for _, tc := range []struct {
+		name string
+		bad  any
+		good any
+	}{
+		{"any", []int{1}, "k"},
+		{"struct with an interface field", wrapped{map[int]int{}}, wrapped{"k"}},
+		{"array of any", [1]any{func() {}}, [1]any{nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clk := testingclock.NewFakeClock(t0)
+				ran := make(chan any, 1)
+				q, err := timedqueue.New(func(_ context.Context, k any) error { ran <- k; return nil },
+					timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()))
+				require.NoError(t, err)
+				// Each call is checked at once: a call after one that left the
+				// mutex locked would block for ever.
+				for name, call := range map[string]func() bool{
+					"AddWork":    func() bool { return q.AddWork(tc.bad, t0, t0) },
+					"UpdateWork": func() bool { return q.UpdateWork(tc.bad, t0, t0) },
+					"CancelWork": func() bool { return q.CancelWork(tc.bad) },
+					"GetWorker":  func() bool { _, ok := q.GetWorker(tc.bad); return ok },
+				} {
+					assert.NotPanics(t, func() { assert.False(t, call(), name) }, name)
+					require.True(t, timedqueue.Unlocked(q), "%s left the queue's mutex locked", name)
+				}
+				assert.Equal(t, 0, q.Len())
+				require.True(t, q.AddWork(tc.good, t0, t0))
+				assert.Equal(t, tc.good, <-ran)
+				require.NoError(t, q.Shutdown(context.Background()))
+			})
+		})
+	}
+}
