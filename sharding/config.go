@@ -33,6 +33,12 @@ type Config[H, L comparable] struct {
 	// key is its node's name, so a node and its pods never race). They are
 	// called by AddHigh and AddLow on the caller's goroutine and should be
 	// fast; a panic in them is recovered and the item dropped and reported.
+	//
+	// Each must return the same key for equal items for the dispatcher's
+	// whole lifetime: an item whose key changes can sit in two shards at
+	// once and then be handled concurrently with itself. If an item's key
+	// can change (a pod moving to another node), make the key part of the
+	// item.
 	HighKey func(H) string
 	LowKey  func(L) string
 

@@ -35,7 +35,8 @@ type RetryPolicy struct {
 	// first. 1 means no retry. Zero means DefaultMaxAttempts.
 	MaxAttempts int
 	// InitialBackoff is the wait before the first retry. Zero means
-	// DefaultInitialBackoff.
+	// DefaultInitialBackoff, or MaxBackoff if that is set and smaller (then
+	// every wait is MaxBackoff).
 	InitialBackoff time.Duration
 	// MaxBackoff caps the wait between two attempts. Zero means
 	// DefaultMaxBackoff, or InitialBackoff if that is larger.
@@ -66,6 +67,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	}
 	if p.InitialBackoff == 0 {
 		p.InitialBackoff = DefaultInitialBackoff
+		if p.MaxBackoff != 0 {
+			p.InitialBackoff = min(DefaultInitialBackoff, p.MaxBackoff)
+		}
 	}
 	if p.MaxBackoff == 0 {
 		p.MaxBackoff = max(DefaultMaxBackoff, p.InitialBackoff)

@@ -71,3 +71,17 @@ func TestBackoff(t *testing.T) {
 	big := RetryPolicy{InitialBackoff: 2 * time.Hour}.withDefaults()
 	assert.Equal(t, 2*time.Hour, big.MaxBackoff, "zero MaxBackoff below InitialBackoff takes InitialBackoff")
 }
+
+// TestBackoffWithOnlyMaxBackoff pins the documented defaults when only
+// MaxBackoff is set: InitialBackoff is min(DefaultInitialBackoff, MaxBackoff).
+func TestBackoffWithOnlyMaxBackoff(t *testing.T) {
+	small := RetryPolicy{MaxBackoff: 100 * time.Millisecond}.withDefaults()
+	assert.Equal(t, 100*time.Millisecond, small.InitialBackoff)
+	for i := 1; i <= 4; i++ {
+		assert.Equal(t, 100*time.Millisecond, small.backoff(i), "backoff(%d)", i)
+	}
+	large := RetryPolicy{MaxBackoff: 5 * time.Second}.withDefaults()
+	assert.Equal(t, DefaultInitialBackoff, large.InitialBackoff)
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second},
+		[]time.Duration{large.backoff(1), large.backoff(2), large.backoff(3), large.backoff(4)})
+}
