@@ -283,7 +283,11 @@ func (q *TimedWorkerQueue[K]) timerLoop() {
 		}
 		var d delta
 		q.mu.Lock()
-		q.armedAt = never // it fired; if it was re-armed meanwhile, pump re-arms it once more
+		// It fired. If it was re-armed between the fire and this lock, the
+		// new arming may have fired too: stop and drain rather than just
+		// forget it, so that no stale value waits in the channel while the
+		// timer is armed again (a FakeClock would then block in Step).
+		q.stopTimerLocked()
 		q.pumpLocked(&d)
 		q.mu.Unlock()
 		q.m.apply(d)
