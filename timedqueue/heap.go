@@ -31,7 +31,7 @@ type entry[K comparable] struct {
 	fireNs     int32
 	attempts   int32 // failed attempts so far
 	state      uint8
-	createdLoc uint8 // index into store.locs
+	createdLoc uint8 // index into store.locs, or locOverflow: see store.xlocs
 	fireLoc    uint8
 }
 
@@ -74,6 +74,11 @@ type store[K comparable] struct {
 	waiting int // entries in stateWaiting: live nodes; len(heap)-waiting are stale
 	seq     uint64
 	locs    []*time.Location // interned Locations; index 0 is UTC
+	locIdx  map[*time.Location]uint8
+	// xlocs keeps, by slot, the Locations of the entries whose Locations did
+	// not fit in locs (index locOverflow): created, then fire. Nil until the
+	// first overflow, so it costs nothing in the common case.
+	xlocs map[int32][2]*time.Location
 }
 
 func newStore[K comparable]() *store[K] {
@@ -94,6 +99,9 @@ func (s *store[K]) alloc() int32 {
 // release zeroes slot i (so the key can be collected) and puts it on the free
 // list. A node left in the heap for it becomes stale.
 func (s *store[K]) release(i int32) {
+	if e := &s.slab[i]; e.createdLoc == locOverflow || e.fireLoc == locOverflow {
+		delete(s.xlocs, i)
+	}
 	s.slab[i] = entry[K]{}
 	s.free = append(s.free, i)
 }
@@ -233,30 +241,89 @@ func (s *store[K]) down(pos int, n hnode) {
 	h[pos] = n
 }
 
-// locIndex interns l and returns its index. Past 255 distinct Locations it
-// falls back to UTC (the instant is kept; only its presentation changes).
+// locOverflow is the Location index of an entry whose Location is not
+// interned: store.xlocs holds it.
+const locOverflow = math.MaxUint8
+
+// locScan is how many interned Locations locIndex compares before it looks
+// the rest up in a map.
+const locScan = 8
+
+// locIndex interns l and returns its index, or locOverflow once locOverflow
+// Locations are interned (time.Parse of a numeric offset makes a new
+// *Location on each call, so this is easy to reach). Lookups are O(1).
 func (s *store[K]) locIndex(l *time.Location) uint8 {
-	for i, x := range s.locs {
+	for i, x := range s.locs[:min(len(s.locs), locScan)] {
 		if x == l {
 			return uint8(i)
 		}
 	}
-	if len(s.locs) > math.MaxUint8 {
-		return 0
+	if i, ok := s.locIdx[l]; ok {
+		return i
+	}
+	n := len(s.locs)
+	if n >= locOverflow {
+		return locOverflow
 	}
 	s.locs = append(s.locs, l)
-	return uint8(len(s.locs) - 1)
+	if n >= locScan {
+		if s.locIdx == nil {
+			s.locIdx = make(map[*time.Location]uint8)
+		}
+		s.locIdx[l] = uint8(n)
+	}
+	return uint8(n)
 }
 
-// packTime splits t into what an entry keeps of it.
-func (s *store[K]) packTime(t time.Time) (sec int64, ns int32, loc uint8) {
-	return t.Unix(), int32(t.Nanosecond()), s.locIndex(t.Location())
+// setTimes stores createdAt and fireAt in slot i: as Unix seconds,
+// nanoseconds and Location index, and, for a Location not interned, the
+// caller's *Location itself in xlocs. A Location is never changed.
+func (s *store[K]) setTimes(i int32, createdAt, fireAt time.Time) {
+	e := &s.slab[i]
+	e.createdSec, e.createdNs = createdAt.Unix(), int32(createdAt.Nanosecond())
+	e.fireSec, e.fireNs = fireAt.Unix(), int32(fireAt.Nanosecond())
+	cl, fl := createdAt.Location(), fireAt.Location()
+	e.createdLoc, e.fireLoc = s.locIndex(cl), s.locIndex(fl)
+	if e.createdLoc == locOverflow || e.fireLoc == locOverflow {
+		if s.xlocs == nil {
+			s.xlocs = make(map[int32][2]*time.Location)
+		}
+		s.xlocs[i] = [2]*time.Location{cl, fl}
+	} else if s.xlocs != nil {
+		delete(s.xlocs, i) // a reschedule may leave an overflowed Location
+	}
 }
 
-// unpackTime rebuilds the time packTime split. The result has no monotonic
+// location returns the Location of index li in slot i: its CreatedAt's, or
+// its FireAt's if fire.
+func (s *store[K]) location(i int32, li uint8, fire bool) *time.Location {
+	if li != locOverflow {
+		return s.locs[li]
+	}
+	p := s.xlocs[i]
+	if fire {
+		return p[1]
+	}
+	return p[0]
+}
+
+// createdAt returns the CreatedAt setTimes stored in slot i, without a
+// monotonic clock reading.
+func (s *store[K]) createdAt(i int32) time.Time {
+	e := &s.slab[i]
+	return time.Unix(e.createdSec, int64(e.createdNs)).In(s.location(i, e.createdLoc, false))
+}
+
+// fireAt returns the FireAt setTimes stored in slot i, without a monotonic
 // clock reading.
-func (s *store[K]) unpackTime(sec int64, ns int32, loc uint8) time.Time {
-	return time.Unix(sec, int64(ns)).In(s.locs[loc])
+func (s *store[K]) fireAt(i int32) time.Time {
+	e := &s.slab[i]
+	return time.Unix(e.fireSec, int64(e.fireNs)).In(s.fireLocation(i))
+}
+
+// fireLocation returns the Location of the FireAt stored in slot i.
+func (s *store[K]) fireLocation(i int32) *time.Location {
+	return s.location(i, s.slab[i].fireLoc, true)
 }
 
 // Bounds of the Unix seconds whose nanoseconds fit in an int64.

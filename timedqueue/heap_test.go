@@ -1,6 +1,7 @@
 package timedqueue
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -129,6 +130,7 @@ func TestUnixNanoSaturates(t *testing.T) {
 
 func TestTimePackingRoundTrips(t *testing.T) {
 	s := newStore[int]()
+	i := s.alloc()
 	for _, tm := range []time.Time{
 		{},
 		time.Date(2025, 1, 1, 0, 0, 0, 1, time.UTC),
@@ -136,10 +138,51 @@ func TestTimePackingRoundTrips(t *testing.T) {
 		time.Date(1500, 6, 1, 0, 0, 0, 999_999_999, time.FixedZone("A", -7200)),
 		time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
 	} {
-		sec, ns, loc := s.packTime(tm)
-		assert.Equal(t, tm, s.unpackTime(sec, ns, loc))
+		s.setTimes(i, tm, tm)
+		assert.Equal(t, tm, s.createdAt(i))
+		assert.Equal(t, tm, s.fireAt(i))
 	}
-	assert.Equal(t, time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), s.unpackTime(s.packTime(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).Round(0))))
+	s.setTimes(i, t0().Round(0), t0())
+	assert.Equal(t, t0(), s.createdAt(i), "no monotonic reading")
+}
+
+func t0() time.Time { return time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+func TestLocationsPastTheInternTableAreKept(t *testing.T) {
+	// Each time.FixedZone is a new *Location: past locOverflow of them, the
+	// entries keep their own pointers in xlocs, which release and a
+	// reschedule to an interned Location clear.
+	s := newStore[int]()
+	type slot struct {
+		i              int32
+		created, fired time.Time
+	}
+	var slots []slot
+	for k := range 600 {
+		i := s.alloc()
+		created := time.Date(2025, 1, 1, 0, 0, k, 0, time.FixedZone(fmt.Sprint("C", k), k))
+		fired := time.Date(2025, 1, 1, 0, 0, k, 0, time.FixedZone(fmt.Sprint("F", k), -k))
+		if k%3 == 0 {
+			fired = fired.UTC()
+		}
+		s.setTimes(i, created, fired)
+		slots = append(slots, slot{i, created, fired})
+	}
+	assert.Len(t, s.locs, locOverflow)
+	for _, sl := range slots {
+		assert.Same(t, sl.created.Location(), s.createdAt(sl.i).Location())
+		assert.Same(t, sl.fired.Location(), s.fireAt(sl.i).Location())
+		assert.Same(t, sl.fired.Location(), s.fireLocation(sl.i))
+		assert.True(t, sl.fired.Equal(s.fireAt(sl.i)))
+	}
+	overflowed := len(s.xlocs)
+	assert.Greater(t, overflowed, 400)
+	s.setTimes(slots[599].i, t0(), t0())
+	assert.Len(t, s.xlocs, overflowed-1, "reschedule to interned Locations")
+	for _, sl := range slots {
+		s.release(sl.i)
+	}
+	assert.Empty(t, s.xlocs, "release")
 }
 
 func TestBackoff(t *testing.T) {

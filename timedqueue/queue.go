@@ -224,8 +224,7 @@ func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) boo
 			q.mu.Unlock()
 			return false
 		}
-		e.createdSec, e.createdNs, e.createdLoc = q.s.packTime(createdAt)
-		e.fireSec, e.fireNs, e.fireLoc = q.s.packTime(fireAt)
+		q.s.setTimes(i, createdAt, fireAt)
 		e.attempts = 0
 		e.seq = q.s.nextSeq() // a new schedule: ordered after earlier ones with the same time
 		e.next = unixNano(fireAt)
@@ -249,8 +248,7 @@ func (q *TimedWorkerQueue[K]) scheduleLocked(key K, createdAt, fireAt time.Time,
 	e := &s.slab[i]
 	e.key = key
 	e.seq = s.nextSeq()
-	e.createdSec, e.createdNs, e.createdLoc = s.packTime(createdAt)
-	e.fireSec, e.fireNs, e.fireLoc = s.packTime(fireAt)
+	s.setTimes(i, createdAt, fireAt)
 	e.next = unixNano(fireAt)
 	e.attempts = 0
 	s.m[key] = i
@@ -317,21 +315,22 @@ func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
 	if !ok {
 		return TimedWorker[K]{}, false
 	}
-	return q.snapshotLocked(&q.s.slab[i]), true
+	return q.snapshotLocked(i), true
 }
 
-func (q *TimedWorkerQueue[K]) snapshotLocked(e *entry[K]) TimedWorker[K] {
+func (q *TimedWorkerQueue[K]) snapshotLocked(i int32) TimedWorker[K] {
+	e := &q.s.slab[i]
 	w := TimedWorker[K]{
 		Key:       e.key,
-		CreatedAt: q.s.unpackTime(e.createdSec, e.createdNs, e.createdLoc),
-		FireAt:    q.s.unpackTime(e.fireSec, e.fireNs, e.fireLoc),
+		CreatedAt: q.s.createdAt(i),
+		FireAt:    q.s.fireAt(i),
 		Attempts:  int(e.attempts),
 		Running:   e.state == stateRunning,
 	}
 	if e.attempts == 0 {
 		w.NextAttempt = w.FireAt
 	} else {
-		w.NextAttempt = time.Unix(0, e.next).In(q.s.locs[e.fireLoc])
+		w.NextAttempt = time.Unix(0, e.next).In(q.s.fireLocation(i))
 	}
 	return w
 }

@@ -1102,3 +1102,32 @@ func TestUncomparableKeyIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// GetWorker returns CreatedAt, FireAt and NextAttempt with the caller's own
+// *time.Location, however many distinct Locations the caller uses (time.Parse
+// of a numeric offset makes a new one on each call).
+func TestTimesKeepTheCallersLocation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk, f, q, _ := setup(t)
+		var fires []time.Time
+		for i := range 300 {
+			ft, err := time.Parse(time.RFC3339, "2025-01-01T05:30:10+05:30") // t0+10s
+			require.NoError(t, err)
+			fires = append(fires, ft)
+			require.True(t, q.AddWork(fmt.Sprint(i), ft.Add(-time.Hour), ft))
+		}
+		for i, ft := range fires {
+			w, ok := q.GetWorker(fmt.Sprint(i))
+			require.True(t, ok)
+			require.Same(t, ft.Location(), w.FireAt.Location(), "FireAt of %d", i)
+			require.Same(t, ft.Location(), w.CreatedAt.Location(), "CreatedAt of %d", i)
+			require.Equal(t, ft, w.FireAt)
+		}
+		f.script("299", errors.New("retry me"))
+		step(clk, 10*time.Second)
+		w, ok := q.GetWorker("299")
+		require.True(t, ok)
+		assert.Equal(t, 1, w.Attempts)
+		assert.Same(t, fires[299].Location(), w.NextAttempt.Location(), "NextAttempt after a retry")
+	})
+}

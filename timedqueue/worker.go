@@ -415,7 +415,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 			o.w.Attempts = int(e.attempts)
 		} else {
 			o.kind, o.err = outcomeFinal, err
-			o.w = q.snapshotLocked(e)
+			o.w = q.snapshotLocked(a.idx)
 			o.w.Running = false
 			delete(s.m, a.key)
 			s.release(a.idx)
