@@ -46,7 +46,7 @@ func WithClock(c clock.Clock) Option {
 
 // WithMaxConcurrency bounds how many work funcs run at once; withdrawn attempts
 // (cancelled while running) count until they return. The default is
-// DefaultMaxConcurrency. New returns an error if n < 1.
+// DefaultMaxConcurrency. New returns an error if n < 1 or n > 1<<20 (1048576).
 func WithMaxConcurrency(n int) Option {
 	return optionFunc(func(o *options) { o.maxConcurrency = n })
 }
@@ -77,10 +77,16 @@ func WithName(name string) Option {
 }
 
 // WithAttemptTimeout bounds each attempt: the ctx given to the work func is
-// cancelled d after the attempt started, as read from the queue's clock, and its
-// Err then returns context.DeadlineExceeded. The work func must return on its
-// own; a timed-out attempt that returns an error is a failure like any other.
-// Zero, the default, means no timeout. New returns an error if d < 0.
+// cancelled d after the attempt started, as read from the queue's clock (not
+// the runtime's: no runtime timer is involved), and its Deadline reports that
+// time. After a timeout, the ctx's Err returns context.DeadlineExceeded and
+// context.Cause returns context.DeadlineExceeded. A ctx derived from it (with
+// context.WithCancel, WithTimeout, ...) is cancelled at the same moment, but
+// its Err returns context.Canceled; context.Cause(derived) returns
+// context.DeadlineExceeded, so test the cause, or errors.Is(ctx.Err(), ...)
+// on the ctx the queue gave. The work func must return on its own; a
+// timed-out attempt that returns an error is a failure like any other. Zero,
+// the default, means no timeout. New returns an error if d < 0.
 func WithAttemptTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) { o.attemptTimeout = d })
 }

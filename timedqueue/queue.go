@@ -354,11 +354,16 @@ func (q *TimedWorkerQueue[K]) Len() int {
 // ctx.Err(); the queue is stopped all the same, and Shutdown may be called again
 // to wait. Shutdown is idempotent.
 //
-// Called from inside a work func with the ctx given to it (or one derived from
-// it), Shutdown does not wait for that work func, nor for other work funcs
-// blocked in Shutdown the same way, and the cancellation of that ctx by Shutdown
-// itself does not end the wait. Called from a work func with an unrelated ctx,
-// it would wait for its own caller: don't.
+// Shutdown tells that it is called from inside a work func by its ctx, not by
+// its caller: called with the ctx the queue gave a work func (or one derived
+// from it), it does not wait for that work func, nor for other work funcs
+// blocked in Shutdown the same way, and the cancellation of that ctx by
+// Shutdown itself does not end the wait. So a work func that shuts the queue
+// down must pass its own ctx. With an unrelated ctx (context.Background(), say)
+// Shutdown cannot tell, and waits for every work func, its caller included:
+// it returns only when that ctx ends, with its error. Conversely, a work ctx
+// passed from a goroutine that outlives its work func still counts as inside
+// one: that Shutdown does not wait for one running work func.
 //
 // Shutdown does not wait for failure hooks in progress: a hook may call it.
 // A hook that is running when Shutdown returns may still call methods of the

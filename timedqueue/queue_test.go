@@ -1131,3 +1131,61 @@ func TestTimesKeepTheCallersLocation(t *testing.T) {
 		assert.Same(t, fires[299].Location(), w.NextAttempt.Location(), "NextAttempt after a retry")
 	})
 }
+
+// A work func shuts the queue down by passing its own ctx; with an unrelated
+// ctx Shutdown waits for its own caller and returns that ctx's error (the
+// documented limit).
+func TestShutdownFromWorkFunc(t *testing.T) {
+	for _, own := range []bool{true, false} {
+		t.Run(fmt.Sprint("own ctx=", own), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clk := testingclock.NewFakeClock(t0)
+				var q *timedqueue.TimedWorkerQueue[string]
+				got := make(chan error, 1)
+				q, err := timedqueue.New(func(ctx context.Context, _ string) error {
+					if !own {
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithTimeout(context.Background(), time.Hour)
+						defer cancel()
+					}
+					got <- q.Shutdown(ctx)
+					return nil
+				}, timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()))
+				require.NoError(t, err)
+				q.AddWork("a", t0, t0)
+				if own {
+					assert.NoError(t, <-got)
+				} else {
+					assert.ErrorIs(t, <-got, context.DeadlineExceeded)
+				}
+				require.NoError(t, q.Shutdown(context.Background()))
+			})
+		})
+	}
+}
+
+// After an attempt timeout the work ctx reports DeadlineExceeded; a ctx
+// derived from it reports Canceled with cause DeadlineExceeded (documented on
+// WithAttemptTimeout).
+func TestAttemptTimeoutDerivedCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		got := make(chan [3]error, 1)
+		q, err := timedqueue.New(func(ctx context.Context, _ string) error {
+			child, cancel := context.WithCancel(ctx)
+			defer cancel()
+			<-child.Done()
+			got <- [3]error{ctx.Err(), child.Err(), context.Cause(child)}
+			return nil
+		}, timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()), timedqueue.WithAttemptTimeout(time.Second))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, q.Shutdown(context.Background())) }()
+		q.AddWork("a", t0, t0)
+		synctest.Wait()
+		clk.Step(time.Second)
+		e := <-got
+		assert.Equal(t, context.DeadlineExceeded, e[0], "work ctx Err")
+		assert.Equal(t, context.Canceled, e[1], "derived ctx Err")
+		assert.Equal(t, context.DeadlineExceeded, e[2], "derived ctx Cause")
+	})
+}
