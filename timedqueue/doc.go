@@ -68,9 +68,12 @@
 // All methods are safe for concurrent use and may be called from work funcs and
 // hooks: callbacks run without internal locks held. AddWork, UpdateWork and
 // CancelWork are O(log n) amortised; a pending schedule costs no goroutine and
-// no timer. The queue runs one timer goroutine, with one timer, plus at most
-// MaxConcurrency worker goroutines, started on demand and exiting when no work
-// is due.
+// no timer. The queue's goroutines start on demand: one timer goroutine, with
+// the queue's one timer, while a schedule waits for a future time (or an
+// attempt for its timeout), and at most MaxConcurrency worker goroutines while
+// work is due. They exit when there is nothing to wait for: a queue with no
+// live schedule holds no goroutine and no armed timer, even if it is never
+// shut down.
 //
 // [TimedWorkerQueue.Shutdown] refuses new work, drops pending and backing-off
 // schedules (logged and counted), cancels the ctx of running work funcs and
@@ -82,5 +85,8 @@
 // Pass a k8s.io/utils/clock/testing.FakeClock with [WithClock], move it with
 // Step, and let the work goroutines settle with testing/synctest's Wait (or wait
 // on channels the work func writes to). The queue holds at most one waiter on
-// the clock, so FakeClock.Waiters tells whether its timer is armed.
+// the clock, so FakeClock.Waiters (0 or 1) tells whether its timer is armed; it
+// is 0 once the queue has no live schedule. A test need not shut down a queue
+// left idle, but must shut down one that still holds schedules:
+// synctest.Test fails if a goroutine outlives the bubble.
 package timedqueue

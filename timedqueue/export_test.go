@@ -54,6 +54,9 @@ func CheckInvariants[K comparable](q *TimedWorkerQueue[K]) error {
 	if err := q.s.check(); err != nil {
 		return err
 	}
+	if q.armedAt != never && !q.timerOn {
+		return errors.New("timer armed with no timer goroutine")
+	}
 	if q.active >= q.max && q.timeout <= 0 {
 		// Every slot is busy: the top may be stale and the timer does not
 		// matter (see pumpLocked); the next worker to finish pumps.

@@ -54,8 +54,9 @@ var ErrShutdown = errors.New("timedqueue: queue shut down")
 // schedules (cancelled and rescheduled work leaves a stale heap node that a
 // later O(n) compaction drops); GetWorker and Len are O(1). A pending schedule
 // costs about 140 bytes of heap with a string key (measured at 1M items, keys
-// not counted), no goroutine and no timer: the queue runs one timer goroutine plus at most
-// MaxConcurrency work goroutines, started on demand.
+// not counted), no goroutine and no timer: the queue runs one timer goroutine
+// while a schedule waits for a future time, plus at most MaxConcurrency work
+// goroutines while work is due, all started on demand.
 //
 // A TimedWorkerQueue is safe for concurrent use by multiple goroutines, and its
 // methods may be called from work funcs and hooks. The zero value is not usable;
@@ -79,6 +80,7 @@ type TimedWorkerQueue[K comparable] struct {
 	plainCtx   *workCtx // the work ctx when there is no attempt timeout
 	timerC     <-chan time.Time
 	stop       chan struct{} // closed by Shutdown: the timer goroutine exits
+	idle       chan struct{} // a token: the timer was stopped, the timer goroutine may exit
 
 	mu          sync.Mutex
 	s           *store[K]
@@ -90,15 +92,17 @@ type TimedWorkerQueue[K comparable] struct {
 	minDeadline int64          // min deadline over timed, or never
 	closed      bool
 	inside      int           // work funcs blocked in Shutdown
+	timerOn     bool          // the timer goroutine runs; true whenever armedAt != never
 	hooking     int           // workers in the failure hook: they hold a slot, Shutdown does not wait for them
-	timerExited bool          // the timer goroutine has returned
 	changed     chan struct{} // after Shutdown: closed and replaced when a Shutdown wait condition may have changed
 }
 
 // New returns a queue that runs work for each scheduled key, configured by opts.
 // It returns an error naming the bad value if work is nil or an option is
-// invalid. The queue starts its timer goroutine at once; call
-// [TimedWorkerQueue.Shutdown] to stop it.
+// invalid. New starts no goroutine: the queue starts its goroutines when work
+// is scheduled and they exit when nothing is pending, running or backing off,
+// so an idle queue holds no goroutine and no armed timer even if it is never
+// shut down.
 func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], error) {
 	if work == nil {
 		return nil, errors.New("timedqueue: work func must not be nil")
@@ -117,6 +121,7 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		hook:        hook,
 		m:           newMetrics(o.metrics, o.name),
 		stop:        make(chan struct{}),
+		idle:        make(chan struct{}, 1),
 		s:           newStore[K](),
 		withdrawn:   make(map[K]struct{}),
 		armedAt:     never,
@@ -132,7 +137,6 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 	q.timer = q.clock.NewTimer(time.Hour)
 	q.timer.Stop()
 	q.timerC = q.timer.C()
-	go q.timerLoop()
 	return q, nil
 }
 
@@ -409,7 +413,7 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 		// A worker in the failure hook holds its slot but has no work func
 		// left to wait for: the hook may be the caller.
 		busy := q.active - q.hooking
-		if q.timerExited && (busy == 0 || inside && busy <= q.inside) {
+		if !q.timerOn && (busy == 0 || inside && busy <= q.inside) {
 			break
 		}
 		ch := q.changed

@@ -814,6 +814,7 @@ func TestNewErrors(t *testing.T) {
 	}{
 		{"nil work", nil, nil, "timedqueue: work func must not be nil"},
 		{"zero concurrency", work, []timedqueue.Option{timedqueue.WithMaxConcurrency(0)}, "timedqueue: MaxConcurrency must be at least 1, got 0"},
+		{"huge concurrency", work, []timedqueue.Option{timedqueue.WithMaxConcurrency(1<<20 + 1)}, "timedqueue: MaxConcurrency must be at most 1048576, got 1048577"},
 		{"nil clock", work, []timedqueue.Option{timedqueue.WithClock(nil)}, "timedqueue: WithClock: clock must not be nil"},
 		{"negative attempts", work, []timedqueue.Option{timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: -1})}, "MaxAttempts must not be negative, got -1"},
 		{"negative initial", work, []timedqueue.Option{timedqueue.WithRetry(timedqueue.RetryPolicy{InitialBackoff: -time.Second})}, "InitialBackoff must not be negative, got -1s"},
@@ -1188,4 +1189,65 @@ func TestAttemptTimeoutDerivedCtx(t *testing.T) {
 		assert.Equal(t, context.Canceled, e[1], "derived ctx Err")
 		assert.Equal(t, context.DeadlineExceeded, e[2], "derived ctx Cause")
 	})
+}
+
+// The queue's goroutines start on demand: a queue with nothing pending,
+// running or backing off runs none, so it needs no Shutdown (synctest.Test
+// fails if a goroutine of the bubble outlives it).
+func TestIdleQueueRunsNoGoroutine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		use  func(clk *testingclock.FakeClock, q *timedqueue.TimedWorkerQueue[string], f *fake)
+		opts []timedqueue.Option
+	}{
+		{"never used", func(*testingclock.FakeClock, *timedqueue.TimedWorkerQueue[string], *fake) {}, nil},
+		{"due work ran", func(clk *testingclock.FakeClock, q *timedqueue.TimedWorkerQueue[string], _ *fake) {
+			q.AddWork("a", t0, t0)
+		}, nil},
+		{"future work ran", func(clk *testingclock.FakeClock, q *timedqueue.TimedWorkerQueue[string], _ *fake) {
+			q.AddWork("a", t0, t0.Add(time.Second))
+			q.AddWork("b", t0, t0.Add(2*time.Second))
+			step(clk, time.Second)
+			step(clk, time.Second)
+		}, nil},
+		{"future work cancelled", func(clk *testingclock.FakeClock, q *timedqueue.TimedWorkerQueue[string], _ *fake) {
+			q.AddWork("a", t0, t0.Add(time.Second))
+			synctest.Wait()
+			q.CancelWork("a")
+		}, nil},
+		{"retried then succeeded", func(clk *testingclock.FakeClock, q *timedqueue.TimedWorkerQueue[string], f *fake) {
+			f.script("a", errors.New("once"))
+			q.AddWork("a", t0, t0)
+			synctest.Wait() // fails at +0s, retried at +1s
+			step(clk, time.Second)
+		}, nil},
+		{"timer rearmed many times", func(clk *testingclock.FakeClock, q *timedqueue.TimedWorkerQueue[string], f *fake) {
+			for i := range 20 {
+				q.AddWork(fmt.Sprint(i), t0, t0.Add(time.Duration(20-i)*time.Second))
+				synctest.Wait()
+			}
+			step(clk, 20*time.Second)
+		}, nil},
+		{"attempt timed out", func(clk *testingclock.FakeClock, q *timedqueue.TimedWorkerQueue[string], f *fake) {
+			gate := f.setGate("a")
+			q.AddWork("a", t0, t0)
+			step(clk, time.Second) // the timeout cancels the ctx; the work waits for its gate
+			close(gate)
+		}, []timedqueue.Option{timedqueue.WithAttemptTimeout(time.Second)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clk := testingclock.NewFakeClock(t0)
+				f := newFake(clk)
+				q, err := timedqueue.New(f.work, append([]timedqueue.Option{timedqueue.WithClock(clk),
+					timedqueue.WithLogger(logr.Discard())}, tc.opts...)...)
+				require.NoError(t, err)
+				tc.use(clk, q, f)
+				synctest.Wait()
+				assert.Equal(t, 0, q.Len())
+				assert.Equal(t, 0, clk.Waiters(), "timer armed")
+				// No Shutdown: the bubble must have no goroutine left.
+			})
+		})
+	}
 }

@@ -131,6 +131,13 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		}
 		q.stopTimerLocked()
 		if want == never {
+			if q.timerOn {
+				// Let the timer goroutine exit: nothing to wait for.
+				select {
+				case q.idle <- struct{}{}:
+				default:
+				}
+			}
 			return
 		}
 		delay := want - now
@@ -139,6 +146,10 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		}
 		q.timer.Reset(time.Duration(delay))
 		q.armedAt = want
+		if !q.timerOn {
+			q.timerOn = true
+			go q.timerLoop()
+		}
 		// The timer was armed relative to the clock's time at Reset, which may
 		// be later than now: another goroutine may step a FakeClock (or a real
 		// clock moves) in between. If the clock moved past want, a FakeClock
@@ -269,28 +280,39 @@ func (q *TimedWorkerQueue[K]) untimeLocked(a *attempt[K]) {
 }
 
 // timerLoop is the queue's timer goroutine: it wakes when the timer fires and
-// brings the queue up to date. It exits when Shutdown closes q.stop.
+// brings the queue up to date. pumpLocked starts it when it arms the timer and
+// none runs; it exits when the timer is not armed (nothing to wait for) or when
+// Shutdown closes q.stop. Both are decided under q.mu, as is the start, so the
+// timer is never armed without a goroutine to receive from it.
 func (q *TimedWorkerQueue[K]) timerLoop() {
 	for {
+		fired := false
 		select {
 		case <-q.timerC:
+			fired = true
+		case <-q.idle: // the timer was stopped; it may have been re-armed since
 		case <-q.stop:
-			q.mu.Lock()
-			q.timerExited = true
-			q.notifyLocked()
-			q.mu.Unlock()
-			return
 		}
 		var d delta
 		q.mu.Lock()
-		// It fired. If it was re-armed between the fire and this lock, the
-		// new arming may have fired too: stop and drain rather than just
-		// forget it, so that no stale value waits in the channel while the
-		// timer is armed again (a FakeClock would then block in Step).
-		q.stopTimerLocked()
-		q.pumpLocked(&d)
+		if fired {
+			// If the timer was re-armed between the fire and this lock, the
+			// new arming may have fired too: stop and drain rather than just
+			// forget it, so that no stale value waits in the channel while
+			// the timer is armed again (a FakeClock would then block in Step).
+			q.stopTimerLocked()
+			q.pumpLocked(&d)
+		}
+		exit := q.armedAt == never || q.closed
+		if exit {
+			q.timerOn = false
+			q.notifyLocked()
+		}
 		q.mu.Unlock()
 		q.m.apply(d)
+		if exit {
+			return
+		}
 	}
 }
 
