@@ -36,12 +36,15 @@
 // The eviction (the timed queue's work func) re-checks everything when it
 // fires: it fetches the pod (gone: done), skips it if it is already
 // terminating, and decides again from its node's current taints and its
-// current tolerations. If the eviction is no longer due it is rescheduled at
-// the new deadline, or dropped when there is none. It reschedules rather than
-// drops because nothing else might: the handlers only run on changes, and a
-// pod recreated under the same name, whose events an informer may coalesce
-// into one update, gets its own countdown only this way. If the eviction is
-// due, it records a "Marking for deletion" event, sets the pod's
+// current tolerations. If there is no deadline any more it is dropped; if
+// the deadline is later, the pod is handed back to its node's shard, whose
+// handler schedules it again. It hands back rather than drops because nothing
+// else might: the handlers only run on changes, and a pod recreated under the
+// same name, whose events an informer may coalesce into one update, gets its
+// own countdown only this way. Only handlers schedule; a handler that decides
+// while an eviction is running withdraws that attempt and schedules anew, so
+// an attempt that read older objects cannot undo a newer decision. If the
+// eviction is due, it records a "Marking for deletion" event, sets the pod's
 // DisruptionTarget condition (reason DeletionByTaintManager) and deletes the
 // pod with a UID precondition set to the UID it just read: a pod recreated
 // under the same name in the meantime is never deleted by its predecessor's

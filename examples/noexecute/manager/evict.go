@@ -56,15 +56,14 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 		return nil
 	case tolerations.EvictAt:
 		// Not due yet: typically a pod recreated under the same name, whose
-		// countdown started when it was bound. A running schedule cannot be
-		// moved, so withdraw this one and add a new one; the queue starts it
-		// no earlier than its fire time and not before this attempt returns.
-		m.evictions.CancelWork(key)
-		if m.evictions.AddWork(key, now, d.At) {
-			m.idle.scheduled(key)
-		}
+		// countdown started when it was bound. Hand it back to its node's
+		// shard, whose handler schedules it (after this attempt returns, if
+		// it is still running then). Only handlers schedule: an attempt
+		// rescheduling itself from what it read could undo a newer decision
+		// a handler made meanwhile.
 		m.stats.rescheduled.Add(1)
-		m.log.V(2).Info("Eviction not due yet, rescheduling it", "pod", key, "at", d.At)
+		m.log.V(2).Info("Eviction not due yet, handing it back to be rescheduled", "pod", key, "at", d.At)
+		m.dispatcher.AddLow(podUpdate{Namespace: key.Namespace, Name: key.Name, NodeName: pod.Spec.NodeName})
 		return nil
 	}
 

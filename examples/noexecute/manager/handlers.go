@@ -101,20 +101,37 @@ func (m *Manager) reconcile(pod *v1.Pod, nodeName string, taints []v1.Taint, now
 	}
 }
 
-// schedule makes sure the eviction of key is scheduled at fireAt. Because the
-// deadlines Decide gives depend only on the objects (never on when a handler
-// ran), a repeated decision asks for the same fireAt and changes nothing.
+// schedule makes sure the eviction of key is scheduled at fireAt, decided
+// by a handler from the objects it read at now.
 func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time.Time) {
-	if w, ok := m.evictions.GetWorker(key); ok && !w.FireAt.After(now) && !fireAt.After(now) {
+	w, ok := m.evictions.GetWorker(key)
+	switch {
+	case ok && w.Running:
+		// The running attempt decided from what it read when it started,
+		// which may be older than what this handler read: it may be about
+		// to drop itself while the pod must go. Withdraw it and schedule
+		// anew; the queue starts the new schedule no earlier than fireAt
+		// and not before the attempt returns, and it decides again. (A
+		// schedule that starts running after GetWorker reads the objects
+		// after this handler did, so its decision is no older than ours.)
+		m.evictions.CancelWork(key)
+		if m.evictions.AddWork(key, createdAt, fireAt) {
+			m.idle.scheduled(key)
+		}
+	case ok && !w.FireAt.After(now) && !fireAt.After(now):
 		// Already due (perhaps backing off after a failed delete). Moving
 		// it to another past instant would only reset its backoff.
-		return
-	}
-	// UpdateWork schedules an absent key and moves a scheduled one, earlier
-	// or later; it leaves a running eviction alone (that eviction decides
-	// again before it deletes).
-	if m.evictions.UpdateWork(key, createdAt, fireAt) {
-		m.idle.scheduled(key)
+	default:
+		// UpdateWork schedules an absent key and moves a scheduled one,
+		// earlier or later; the same fireAt changes nothing. A deadline
+		// counted from a taint's TimeAdded and the pod's binding is the
+		// same at every decision, so most repeated decisions are no-ops;
+		// "evict now" deadlines are now, and so is the binding time of a
+		// pod with no PodScheduled condition, so those move with each
+		// decision (a due eviction is left alone, above).
+		if m.evictions.UpdateWork(key, createdAt, fireAt) {
+			m.idle.scheduled(key)
+		}
 	}
 }
 

@@ -33,7 +33,7 @@ type Stats struct {
 	Evicted     int64 // pods deleted by an eviction
 	Gone        int64 // evictions that found the pod already deleted
 	Terminating int64 // evictions skipped because the pod was terminating
-	Rescheduled int64 // evictions that fired early (the pod changed) and were rescheduled
+	Rescheduled int64 // evictions that fired early (the pod changed) and were handed back to a handler
 	Dropped     int64 // evictions that fired when no longer due and were dropped
 	Cancelled   int64 // scheduled evictions cancelled by a handler
 	Failed      int64 // evictions given up after the retry policy ran out

@@ -1,0 +1,77 @@
+package manager_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/taintkit/taintkit/examples/noexecute/manager"
+)
+
+// Tests of handlers racing with evictions and with each other. Each one holds
+// a lister call open (a gate) to force the interleaving it is about.
+
+// gate blocks the next call that passes through it until released. The zero
+// gate lets every call through.
+type gate struct{ ch atomic.Pointer[chan struct{}] }
+
+// arm makes the next pass block; the returned func releases it.
+func (g *gate) arm() (release func()) {
+	ch := make(chan struct{})
+	g.ch.Store(&ch)
+	return func() { close(ch) }
+}
+
+func (g *gate) pass() {
+	if ch := g.ch.Swap(nil); ch != nil {
+		<-*ch
+	}
+}
+
+// A handler decides "evict now" while the pod's eviction is running and has
+// read the node before the new taint (so that attempt is about to drop
+// itself): the handler's decision wins, and the pod is evicted.
+func TestTaintAddedWhileEvictionRunsStillEvicts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g gate // blocks the eviction after it has read the node
+		e := newEnv(t, func(c *manager.Config) {
+			get := c.GetNode
+			c.GetNode = func(name string) (*v1.Node, error) {
+				n, err := get(name)
+				g.pass()
+				return n, err
+			}
+		})
+		e.addNode("n1")
+		e.addPod("p", "n1", tolerating(100))
+		e.taint("n1") // eviction at +100s
+		e.step(100*time.Second - time.Nanosecond)
+
+		tainted, err := e.c.GetNode("n1")
+		require.NoError(t, err)
+		// The informer delivers the next node events late (the normal case:
+		// the cluster changes before the controller hears about it).
+		e.pause(true)
+		e.untaint("n1")
+		release := g.arm()
+		e.step(time.Nanosecond) // the eviction fires, reads the untainted node, waits
+		other := v1.Taint{Key: "example.com/other", Effect: v1.TaintEffectNoExecute}
+		e.taint("n1", other) // not tolerated at all
+		retainted, err := e.c.GetNode("n1")
+		require.NoError(t, err)
+		e.pause(false)
+		// The two late events, coalesced into one by the dispatcher.
+		e.manager().NodeUpdated(tainted, retainted)
+		e.settle()
+		release() // the eviction decides Never from what it read
+		e.settle()
+		e.step(time.Hour)
+		assert.False(t, e.exists("p"), "pod on a node with an untolerated NoExecute taint never evicted; scheduled=%d",
+			e.manager().ScheduledEvictions())
+	})
+}
