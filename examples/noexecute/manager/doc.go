@@ -15,9 +15,14 @@
 // with no node name (unscheduled) are ignored: no taint can apply to them.
 //
 // What remains goes into a [sharding.Dispatcher]: node names in the high
-// lane, pods in the low lane, both sharded by node name. A node and its pods
-// are therefore handled by one worker, one at a time, and a node's update is
-// handled before its pods' updates queued with it.
+// lane, pods in the low lane, both sharded by node name. A node and the pods
+// on it are therefore handled by one worker, one at a time, and a node's
+// update is handled before its pods' updates queued with it. That does not
+// hold across nodes: a pod that moves, or is deleted and recreated under the
+// same name on another node, is decided by the new node's worker while the
+// old node's worker may still act on what it read before. So after acting
+// on a pod a handler reads it again, and if it is now another pod or on
+// another node, queues it for its current node, whose worker decides last.
 //
 // Handling is level-triggered: a handler reads the current node and pod from
 // the listers (not the event's objects) and asks [tolerations.Matcher.Decide]

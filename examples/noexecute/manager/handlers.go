@@ -36,12 +36,14 @@ func (m *Manager) handleNode(_ context.Context, name string) error {
 		// The short cut of the original: nothing to decide, only cancel.
 		for _, pod := range pods {
 			m.cancel(podKey(pod), "node has no NoExecute taints")
+			m.handOverIfReplaced(podKey(pod), pod.UID, name)
 		}
 		return nil
 	}
 	now := m.clock.Now()
 	for _, pod := range pods {
 		m.reconcile(pod, name, taints, now)
+		m.handOverIfReplaced(podKey(pod), pod.UID, name)
 	}
 	return nil
 }
@@ -54,6 +56,7 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		m.cancel(u.key(), "pod deleted")
+		m.handOverIfReplaced(u.key(), "", u.NodeName)
 		return nil
 	case err != nil:
 		return fmt.Errorf("manager: get pod %s: %w", u.key(), err)
@@ -75,10 +78,28 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 	}
 	if len(taints) == 0 {
 		m.cancel(u.key(), "node has no NoExecute taints")
-		return nil
+	} else {
+		m.reconcile(pod, u.NodeName, taints, m.clock.Now())
 	}
-	m.reconcile(pod, u.NodeName, taints, m.clock.Now())
+	m.handOverIfReplaced(u.key(), pod.UID, u.NodeName)
 	return nil
+}
+
+// handOverIfReplaced is called after a handler acted on the pod key as the
+// pod with the given UID (empty: no pod) on node. Sharding by node name
+// keeps a node and the pods on it on one worker, but not a pod that moves
+// or is deleted and recreated under the same name on another node: that
+// node's worker may have decided for the new pod before this handler acted
+// on what it read earlier, and a stale cancel would lose the eviction. So
+// read the pod again: if it is now another pod or on another node, queue it
+// for its current node, whose worker then decides last. (If the new pod is
+// not in the lister yet, its own update comes later and decides last.)
+func (m *Manager) handOverIfReplaced(key types.NamespacedName, uid types.UID, node string) {
+	cur, err := m.cfg.GetPod(key.Namespace, key.Name)
+	if err != nil || cur.Spec.NodeName == "" || (cur.UID == uid && cur.Spec.NodeName == node) {
+		return
+	}
+	m.dispatcher.AddLow(podUpdate{Namespace: cur.Namespace, Name: cur.Name, NodeName: cur.Spec.NodeName})
 }
 
 // reconcile schedules, moves or cancels the eviction of pod, which is on a

@@ -1,6 +1,7 @@
 package manager_test
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/taintkit/taintkit/examples/noexecute/manager"
 )
@@ -73,5 +75,49 @@ func TestTaintAddedWhileEvictionRunsStillEvicts(t *testing.T) {
 		e.step(time.Hour)
 		assert.False(t, e.exists("p"), "pod on a node with an untolerated NoExecute taint never evicted; scheduled=%d",
 			e.manager().ScheduledEvictions())
+	})
+}
+
+// A pod deleted and recreated under the same name on another node, while
+// its old node's handler works from a list read before: the new node's
+// shard schedules the new pod's eviction, and the old node's stale handler
+// must not cancel it.
+func TestPodRecreatedOnAnotherNodeKeepsItsEviction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g gate // blocks n1's handler after it has listed its pods
+		e := newEnv(t, func(c *manager.Config) {
+			list := c.PodsOnNode
+			c.PodsOnNode = func(name string) ([]*v1.Pod, error) {
+				pods, err := list(name)
+				if name == "n1" {
+					g.pass()
+				}
+				return pods, err
+			}
+		})
+		// n1 and n2 are on different shards (FNV-1a % 8: 0 and 1).
+		e.addNode("n1")
+		e.addNode("n2")
+		e.taint("n2")
+		a := v1.Taint{Key: "example.com/a", Effect: v1.TaintEffectNoExecute}
+		tols := append(tolerating(100), v1.Toleration{Key: a.Key, Operator: v1.TolerationOpExists})
+		e.addPod("web-0", "n1", tols)
+
+		release := g.arm()
+		e.taint("n1", a) // tolerated forever; n1's handler lists [web-0] and waits
+		require.NoError(t, e.c.DeletePod(context.Background(), "default", "web-0", metav1.DeleteOptions{}))
+		e.settle()
+		e.addPod("web-0", "n2", tols) // its StatefulSet recreates it on n2
+		w, ok := e.manager().ScheduledEviction("default", "web-0")
+		require.True(t, ok, "n2's shard did not schedule the new pod's eviction")
+		require.Equal(t, t0.Add(100*time.Second), w.FireAt)
+
+		release() // n1's handler goes on with its stale list
+		e.settle()
+		w, ok = e.manager().ScheduledEviction("default", "web-0")
+		require.True(t, ok, "the old node's stale handler cancelled the new pod's eviction")
+		assert.Equal(t, t0.Add(100*time.Second), w.FireAt)
+		e.step(100 * time.Second)
+		assert.False(t, e.exists("web-0"), "pod on n2 outlived its 100s toleration")
 	})
 }

@@ -103,9 +103,10 @@ func New(cfg Config) (*Manager, error) {
 
 	d, err := sharding.New(sharding.Config[string, podUpdate]{
 		Shards: shards,
-		// Pods are sharded by their node's name, like nodes: a node and its
-		// pods are never handled at the same time, and a node's update is
-		// handled before the updates of its pods queued behind it.
+		// Pods are sharded by their node's name, like nodes: a node and the
+		// pods on it are never handled at the same time, and a node's update
+		// is handled before the updates of its pods queued behind it. (A
+		// pod that changes node changes shard: see handOverIfReplaced.)
 		HighKey:    func(node string) string { return node },
 		LowKey:     func(p podUpdate) string { return p.NodeName },
 		HandleHigh: m.trackHigh(m.handleNode),
