@@ -420,6 +420,34 @@ func TestDeleteCarriesUIDPrecondition(t *testing.T) {
 	})
 }
 
+// goneClient deletes the pod itself just before the eviction's delete
+// reaches the cluster, as another controller (or a user) might.
+type goneClient struct{ *cluster.Cluster }
+
+func (g goneClient) DeletePod(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	_ = g.Cluster.DeletePod(ctx, ns, name, metav1.DeleteOptions{})
+	return g.Cluster.DeletePod(ctx, ns, name, opts)
+}
+
+// A pod already gone when the eviction deletes it (NotFound) is a success:
+// counted as Gone, not retried, not a failure.
+func TestPodAlreadyGoneIsNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gc := &goneClient{}
+		e := newEnv(t, func(c *manager.Config) { c.Client = gc })
+		gc.Cluster = e.c
+		e.addNode("n1")
+		e.addPod("p", "n1", nil)
+		e.taint("n1")
+		e.step(time.Hour)
+		st := e.manager().Stats()
+		assert.Equal(t, int64(1), st.Gone)
+		assert.Equal(t, int64(0), st.Evicted)
+		assert.Equal(t, int64(0), st.Failed)
+		assert.Equal(t, 2, e.c.Stats().DeleteCalls, "the eviction's delete was retried after NotFound")
+	})
+}
+
 func TestTerminatingPodSkipped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
