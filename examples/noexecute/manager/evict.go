@@ -68,6 +68,8 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	}
 
 	m.log.V(2).Info("Deleting pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", d.String())
+	// Recorded on every attempt, retries included, as each attempt decides
+	// afresh that the pod must go (a retry may be for a recreated pod).
 	m.event(key, pod.UID, "Marking for deletion Pod %s", key)
 	// Say why the pod goes before it goes, as Kubernetes does, so that the
 	// pod's owner (a Job's pod failure policy, say) can tell.

@@ -144,12 +144,13 @@ func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time
 		// it to another past instant would only reset its backoff.
 	default:
 		// UpdateWork schedules an absent key and moves a scheduled one,
-		// earlier or later; the same fireAt changes nothing. A deadline
-		// counted from a taint's TimeAdded and the pod's binding is the
-		// same at every decision, so most repeated decisions are no-ops;
-		// "evict now" deadlines are now, and so is the binding time of a
-		// pod with no PodScheduled condition, so those move with each
-		// decision (a due eviction is left alone, above).
+		// earlier or later; the same fireAt changes nothing. Deadlines
+		// counted from a taint's TimeAdded and the pod's PodScheduled time
+		// are the same at every decision, so repeating one is a no-op. Two
+		// kinds depend on when the handler ran: "evict now" (fireAt is now;
+		// harmless, a due eviction is left alone above) and a pod with no
+		// PodScheduled condition, whose countdown starts at now, so each
+		// decision for it moves its deadline later.
 		if m.evictions.UpdateWork(key, createdAt, fireAt) {
 			m.idle.scheduled(key)
 		}

@@ -24,8 +24,10 @@ type Options struct {
 	PodsPerNode int
 	// Logger is the manager's logger. The zero Logger means klog's default.
 	Logger logr.Logger
-	// Progress, if not nil, is called about once a second of wall-clock
-	// time with the number of pods evicted so far, on a goroutine of Run.
+	// Progress, if not nil, is called with the number of pods evicted so
+	// far: about once a second of wall-clock time, when half the pods are
+	// evicted and when all are, so that even a short run reports. Calls
+	// come from goroutines of Run, one at a time.
 	Progress func(evicted int, elapsed time.Duration)
 }
 
@@ -101,7 +103,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		tick := time.NewTicker(time.Millisecond)
 		defer tick.Stop()
 		start := time.Now()
-		lastReport := start
+		lastReport, halfway := start, false
 		for {
 			select {
 			case <-sampling:
@@ -109,9 +111,10 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			case now := <-tick.C:
 				res.PeakGoroutines = max(res.PeakGoroutines, runtime.NumGoroutine())
 				res.PeakHeap = max(res.PeakHeap, heapBytes())
-				if opts.Progress != nil && now.Sub(lastReport) >= time.Second {
-					lastReport = now
-					opts.Progress(int(evicted.Load()), now.Sub(start))
+				n := int(evicted.Load())
+				if opts.Progress != nil && (now.Sub(lastReport) >= time.Second || !halfway && 2*n >= total) {
+					lastReport, halfway = now, halfway || 2*n >= total
+					opts.Progress(n, now.Sub(start))
 				}
 			}
 		}
@@ -136,6 +139,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	wg.Wait()
 	if err == nil && c.NumPods() != 0 {
 		err = errors.New("scale: pods left after the last eviction")
+	}
+	if err == nil && opts.Progress != nil {
+		opts.Progress(total, res.Elapsed)
 	}
 	return res, err
 }
