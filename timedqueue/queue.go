@@ -161,7 +161,16 @@ func holdsInterface(t reflect.Type) bool {
 // badKey reports whether key cannot be used: it holds a value that is not
 // comparable. It costs nothing unless K holds interfaces.
 func (q *TimedWorkerQueue[K]) badKey(key K) bool {
-	return q.checkKeys && !reflect.ValueOf(&key).Elem().Comparable()
+	return q.checkKeys && !comparableKey(key)
+}
+
+// comparableKey reports whether key's value is comparable. It is kept out of
+// badKey so that taking the address of its own copy of key moves only that
+// copy to the heap, and only when K holds interfaces.
+//
+//go:noinline
+func comparableKey[K comparable](key K) bool {
+	return reflect.ValueOf(&key).Elem().Comparable()
 }
 
 // AddWork schedules work for key, to start no earlier than fireAt, and reports
