@@ -33,10 +33,8 @@ func (s *store[K]) check() error {
 	if stale := len(s.heap) - s.waiting; stale*4 > len(s.heap) {
 		return fmt.Errorf("%d of %d heap nodes stale", stale, len(s.heap))
 	}
-	for key, i := range s.m {
-		if s.slab[i].key != key || s.slab[i].state == stateFree {
-			return fmt.Errorf("map entry %v points to slot %d holding %v (state %d)", key, i, s.slab[i].key, s.slab[i].state)
-		}
+	if err := s.idx.check(s.slab); err != nil {
+		return err
 	}
 	return nil
 }
@@ -89,4 +87,49 @@ func Unlocked[K comparable](q *TimedWorkerQueue[K]) bool {
 	}
 	q.mu.Unlock()
 	return true
+}
+
+// check verifies the index: each occupied slot points to a live slab entry
+// whose key hashes to its tag and is reachable from its home position (no
+// empty slot in between), no key twice, and the count.
+func (x *index[K]) check(slab []entry[K]) error {
+	if len(x.slots)&(len(x.slots)-1) != 0 {
+		return fmt.Errorf("index size %d is not a power of two", len(x.slots))
+	}
+	if x.n*4 > len(x.slots)*3 {
+		return fmt.Errorf("index holds %d keys in %d slots", x.n, len(x.slots))
+	}
+	mask := uint32(len(x.slots) - 1)
+	n := 0
+	seen := map[int32]bool{}
+	for p, s := range x.slots {
+		if s == 0 {
+			continue
+		}
+		n++
+		i := int32(uint32(s) - 1)
+		if i < 0 || int(i) >= len(slab) || slab[i].state == stateFree {
+			return fmt.Errorf("index slot %d points to free or missing slab slot %d", p, i)
+		}
+		if seen[i] {
+			return fmt.Errorf("slab slot %d indexed twice", i)
+		}
+		seen[i] = true
+		tag := uint32(s >> 32)
+		if x.tag(slab[i].key) != tag {
+			return fmt.Errorf("index slot %d: tag %#x, key %v hashes to %#x", p, tag, slab[i].key, x.tag(slab[i].key))
+		}
+		for h := tag & mask; h != uint32(p); h = (h + 1) & mask {
+			if x.slots[h] == 0 {
+				return fmt.Errorf("index slot %d (home %d) unreachable: empty slot %d", p, tag&mask, h)
+			}
+		}
+		if got, ok := x.get(slab, slab[i].key); !ok || got != i {
+			return fmt.Errorf("index: get(%v) = %d, %v; want %d", slab[i].key, got, ok, i)
+		}
+	}
+	if n != x.n {
+		return fmt.Errorf("index counts %d keys, holds %d", x.n, n)
+	}
+	return nil
 }

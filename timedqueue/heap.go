@@ -46,8 +46,8 @@ type hnode struct {
 	gen uint32
 }
 
-// store holds the queue's schedules: a slab of entries with a free list, a map
-// from key to slab index, and a 4-ary min-heap of nodes ordered by (at, gen).
+// store holds the queue's schedules: a slab of entries with a free list, an
+// index from key to slab index, and a 4-ary min-heap of nodes ordered by (at, gen).
 // It is not safe for concurrent use; the queue's mutex guards it.
 //
 // The heap uses lazy deletion. A waiting entry has exactly one live node: one
@@ -69,7 +69,7 @@ type hnode struct {
 type store[K comparable] struct {
 	slab    []entry[K]
 	free    []int32
-	m       map[K]int32
+	idx     index[K] // key → slab index
 	heap    []hnode
 	waiting int // entries in stateWaiting: live nodes; len(heap)-waiting are stale
 	seq     uint64
@@ -82,7 +82,7 @@ type store[K comparable] struct {
 }
 
 func newStore[K comparable]() *store[K] {
-	return &store[K]{m: make(map[K]int32), locs: []*time.Location{time.UTC}}
+	return &store[K]{idx: newIndex[K](), locs: []*time.Location{time.UTC}}
 }
 
 // alloc returns the index of a free slot, growing the slab if needed.

@@ -29,7 +29,7 @@ func TestHeapRandomOps(t *testing.T) {
 			i := s.alloc()
 			e := &s.slab[i]
 			e.key, e.seq, e.next = k, s.nextSeq(), int64(rng.IntN(50)) // many ties
-			s.m[k] = i
+			s.idx.insert(s.slab, k, i)
 			s.push(i)
 			live[k] = true
 		}
@@ -46,13 +46,13 @@ func TestHeapRandomOps(t *testing.T) {
 			case !live[k]:
 				add(k)
 			case rng.IntN(3) == 0: // cancel: lazy deletion
-				i := s.m[k]
-				delete(s.m, k)
+				i, _ := s.idx.get(s.slab, k)
+				require.True(t, s.idx.delete(s.slab, k))
 				s.release(i)
 				unwait()
 				delete(live, k)
 			case rng.IntN(2) == 0: // reschedule: a new node, the old one stale
-				i := s.m[k]
+				i, _ := s.idx.get(s.slab, k)
 				e := &s.slab[i]
 				e.seq, e.next = s.nextSeq(), int64(rng.IntN(50))
 				unwait()
@@ -63,7 +63,7 @@ func TestHeapRandomOps(t *testing.T) {
 				i := s.popHead()
 				require.Equal(t, n.idx, i)
 				delete(live, s.slab[i].key)
-				delete(s.m, s.slab[i].key)
+				require.True(t, s.idx.delete(s.slab, s.slab[i].key))
 				s.release(i)
 			}
 			if op%97 == 0 {

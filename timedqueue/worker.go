@@ -416,14 +416,14 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		// touch the slot (it may hold a newer schedule); release the key's new
 		// schedule, if any, which waited for this attempt.
 		delete(q.withdrawn, a.key)
-		if i, ok := s.m[a.key]; ok && s.slab[i].state == stateBlocked {
+		if i, ok := s.idx.get(s.slab, a.key); ok && s.slab[i].state == stateBlocked {
 			s.push(i)
 		}
 		if err != nil {
 			o.kind, o.err = outcomeWithdrawnFailed, err
 		}
 	case err == nil:
-		delete(s.m, a.key)
+		s.idx.delete(s.slab, a.key)
 		s.release(a.idx)
 	default:
 		e.attempts++
@@ -439,7 +439,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 			o.kind, o.err = outcomeFinal, err
 			o.w = q.snapshotLocked(a.idx)
 			o.w.Running = false
-			delete(s.m, a.key)
+			s.idx.delete(s.slab, a.key)
 			s.release(a.idx)
 			d.failures++
 		}

@@ -1,0 +1,146 @@
+package timedqueue
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// indexModel drives an index and a Go map with the same random inserts,
+// deletes and lookups and compares them, checking the index's invariants as
+// it goes. Keys come from newKey(0..nkeys-1).
+func indexModel[K comparable](t *testing.T, seed uint64, ops, nkeys int, newKey func(int) K) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	s := newStore[K]()
+	model := map[K]int32{}
+	for op := range ops {
+		k := newKey(rng.IntN(nkeys))
+		want, in := model[k]
+		got, ok := s.idx.get(s.slab, k)
+		require.Equal(t, in, ok, "op %d: get(%v) found", op, k)
+		if in {
+			require.Equal(t, want, got, "op %d: get(%v)", op, k)
+		}
+		switch r := rng.IntN(10); {
+		case !in && r < 6: // insert
+			i := s.alloc()
+			s.slab[i].key, s.slab[i].state = k, stateWaiting
+			s.idx.insert(s.slab, k, i)
+			model[k] = i
+		case in && r < 5: // delete
+			require.True(t, s.idx.delete(s.slab, k))
+			s.release(want)
+			delete(model, k)
+		case !in:
+			require.False(t, s.idx.delete(s.slab, k), "delete of an absent key")
+		}
+		require.Equal(t, len(model), s.idx.len())
+		if op%1009 == 0 || op == ops-1 {
+			require.NoError(t, s.idx.check(s.slab), "op %d", op)
+		}
+	}
+	// Every key of the model is there; retain drops exactly the others.
+	for k, i := range model {
+		got, ok := s.idx.get(s.slab, k)
+		require.True(t, ok)
+		require.Equal(t, i, got)
+	}
+	kept := map[K]int32{}
+	s.idx.retain(func(i int32) bool {
+		if i%2 == 0 {
+			kept[s.slab[i].key] = i
+			return true
+		}
+		return false
+	})
+	require.Equal(t, len(kept), s.idx.len())
+	require.NoError(t, s.idx.check(s.slab))
+	for k, i := range model {
+		got, ok := s.idx.get(s.slab, k)
+		require.Equal(t, i%2 == 0, ok, "after retain: %v", k)
+		if ok {
+			require.Equal(t, i, got)
+		}
+	}
+	n := 0
+	s.idx.all(func(int32) bool { n++; return true })
+	assert.Equal(t, len(kept), n, "all")
+}
+
+func TestIndexAgainstMap(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 4} {
+		t.Run(fmt.Sprint("int/seed=", seed), func(t *testing.T) {
+			// Few keys: the table stays small, probe runs wrap around its end.
+			indexModel(t, seed, 20_000, 40, func(i int) int { return i })
+		})
+		t.Run(fmt.Sprint("string/seed=", seed), func(t *testing.T) {
+			indexModel(t, seed, 20_000, 3000, func(i int) string { return fmt.Sprint("ns/pod-", i) })
+		})
+		t.Run(fmt.Sprint("any/seed=", seed), func(t *testing.T) {
+			// Interface keys: equal dynamic values are the same key, different
+			// dynamic types are not.
+			indexModel(t, seed, 10_000, 500, func(i int) any {
+				switch i % 3 {
+				case 0:
+					return i
+				case 1:
+					return fmt.Sprint(i)
+				}
+				return [2]int{i, -i}
+			})
+		})
+	}
+}
+
+func TestIndexNaNKeyIsNeverFound(t *testing.T) {
+	// As in a Go map: a key not equal to itself can be inserted, never found.
+	s := newStore[float64]()
+	for range 3 {
+		i := s.alloc()
+		s.slab[i].key, s.slab[i].state = math.NaN(), stateWaiting
+		s.idx.insert(s.slab, math.NaN(), i)
+	}
+	_, ok := s.idx.get(s.slab, math.NaN())
+	assert.False(t, ok)
+	assert.Equal(t, 3, s.idx.len())
+}
+
+// TestIndexBackwardShiftWraps places hand-made tags in a table of 16 so that
+// probe runs cross its end and deletions shift keys back across it, then
+// checks that every remaining key is still reachable from its home.
+func TestIndexBackwardShiftWraps(t *testing.T) {
+	homes := []uint32{14, 14, 15, 15, 14, 0, 1, 13, 15, 2, 0} // 11 keys: load < 3/4 of 16
+	for del := range homes {
+		var x index[int]
+		x.slots = make([]uint64, 16)
+		pos := map[int]uint32{}
+		for i, h := range homes {
+			tag := uint32(i)<<8 | h // distinct tags, chosen homes
+			x.insertAt(x.emptyFor(tag), tag, int32(i))
+			require.Len(t, x.slots, 16, "no growth")
+		}
+		for p, s := range x.slots {
+			if s != 0 {
+				pos[int(uint32(s)-1)] = uint32(p)
+			}
+		}
+		x.deleteAt(pos[del])
+		require.Equal(t, len(homes)-1, x.n)
+		for i, h := range homes {
+			tag := uint32(i)<<8 | h
+			found := false
+			for p := h; x.slots[p] != 0; p = (p + 1) & 15 {
+				if x.slots[p] == uint64(tag)<<32|uint64(i+1) {
+					found = true
+					break
+				}
+			}
+			assert.Equal(t, i != del, found, "delete %d: key %d (home %d) reachable", del, i, h)
+		}
+	}
+}
