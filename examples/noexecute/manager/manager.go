@@ -60,9 +60,9 @@ type Manager struct {
 }
 
 // New returns a Manager for cfg, or an error naming the first invalid field.
-// It starts one goroutine, the eviction queue's timer, which exits when
-// [Manager.Run] returns: a manager that is not wanted after all should be
-// run with a cancelled context.
+// It starts no goroutine: the dispatcher's workers start in [Manager.Run],
+// and the eviction queue's timer and workers run only while evictions are
+// scheduled, until Run returns.
 func New(cfg Config) (*Manager, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
