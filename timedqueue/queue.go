@@ -160,9 +160,15 @@ func holdsInterface(t reflect.Type) bool {
 }
 
 // badKey reports whether key cannot be used: it holds a value that is not
-// comparable. It costs nothing unless K holds interfaces.
+// comparable, or it is not equal to itself (a NaN). The first check costs
+// nothing unless K holds interfaces; the second is one comparison.
 func (q *TimedWorkerQueue[K]) badKey(key K) bool {
-	return q.checkKeys && !comparableKey(key)
+	if q.checkKeys && !comparableKey(key) {
+		return true // checked first: != panics on an uncomparable value
+	}
+	// A key not equal to itself (a NaN, or a value holding one) could be
+	// added but never found again: never cancelled, never released.
+	return key != key
 }
 
 // comparableKey reports whether key's value is comparable. It is kept out of
@@ -188,7 +194,9 @@ func comparableKey[K comparable](key K) bool {
 // If K holds interfaces (K = any, or a struct or array with an interface
 // field), a key whose dynamic value is not comparable (a slice, a map, a
 // func) is refused: AddWork, UpdateWork and CancelWork return false and
-// GetWorker reports false, without a panic.
+// GetWorker reports false, without a panic. So is a key that is not equal to
+// itself (a floating-point NaN, or a key holding one): it could never be found
+// again to cancel.
 func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
 	if q.badKey(key) {
 		return false

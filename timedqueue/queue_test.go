@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -1251,3 +1252,66 @@ func TestIdleQueueRunsNoGoroutine(t *testing.T) {
 		})
 	}
 }
+
+// A NaN key is not equal to itself: it could be added but never found again
+// (never cancelled, never released), so it is refused like an uncomparable key.
+func TestNaNKeyIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		clk := testingclock.NewFakeClock(t0)
+		ran := make(chan float64, 4)
+		q, err := timedqueue.New(func(_ context.Context, k float64) error { ran <- k; return nil },
+			timedqueue.WithClock(clk))
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, q.Shutdown(context.Background())) })
+
+		nan := math.NaN()
+		assert.False(t, q.AddWork(nan, t0, t0), "AddWork(NaN)")
+		assert.False(t, q.UpdateWork(nan, t0, t0), "UpdateWork(NaN)")
+		assert.False(t, q.CancelWork(nan), "CancelWork(NaN)")
+		_, ok := q.GetWorker(nan)
+		assert.False(t, ok, "GetWorker(NaN)")
+		assert.Equal(t, 0, q.Len())
+
+		// Ordinary keys, signed zeros included, still work.
+		require.True(t, q.AddWork(0.0, t0, t0))
+		synctest.Wait()
+		assert.Equal(t, 0.0, <-ran)
+		assert.Equal(t, 0, q.Len())
+	})
+}
+
+// A clock that moves on every reading, as a real clock does, can make the
+// queue arm its timer, start its timer goroutine, and then find the work due
+// after all. The goroutine must still exit: an idle queue holds none.
+func TestTimerGoroutineExitsWhenArmedWorkTurnsDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		clk := &movingClock{FakeClock: testingclock.NewFakeClock(t0), step: time.Microsecond}
+		done := make(chan struct{}, 1)
+		q, err := timedqueue.New(func(context.Context, string) error { done <- struct{}{}; return nil },
+			timedqueue.WithClock(clk))
+		require.NoError(t, err)
+		before := runtime.NumGoroutine()
+
+		require.True(t, q.AddWork("a", t0, clk.Now().Add(1500*time.Nanosecond)))
+		<-done
+		synctest.Wait()
+		assert.Equal(t, 0, q.Len())
+		assert.Equal(t, before, runtime.NumGoroutine(), "a goroutine outlived the work")
+		// No Shutdown: synctest.Test fails if the timer goroutine is still there.
+	})
+}
+
+// movingClock is a FakeClock whose every Now reading first moves it by step.
+type movingClock struct {
+	*testingclock.FakeClock
+	step time.Duration
+}
+
+func (c *movingClock) Now() time.Time {
+	c.FakeClock.Step(c.step)
+	return c.FakeClock.Now()
+}
+
+func (c *movingClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }

@@ -126,20 +126,19 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		}
 		q.startDueLocked(now, d)
 		want := q.wakeAtLocked(now)
+		if want == never {
+			// Nothing to wait for: stop the timer and let its goroutine
+			// exit. This holds even when the timer is already stopped: a
+			// previous round of this loop may have stopped it after starting
+			// the goroutine, and nothing else would tell the goroutine.
+			q.stopTimerLocked()
+			q.idleLocked()
+			return
+		}
 		if want == q.armedAt {
 			return
 		}
 		q.stopTimerLocked()
-		if want == never {
-			if q.timerOn {
-				// Let the timer goroutine exit: nothing to wait for.
-				select {
-				case q.idle <- struct{}{}:
-				default:
-				}
-			}
-			return
-		}
 		delay := want - now
 		if delay < 0 { // overflow: want is far away
 			delay = math.MaxInt64
@@ -162,6 +161,18 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			return
 		}
 		q.stopTimerLocked() // else want == armedAt would end the next round early
+	}
+}
+
+// idleLocked tells a running timer goroutine that the timer is not armed, so
+// that it exits. A token left over wakes a later goroutine once, harmlessly.
+func (q *TimedWorkerQueue[K]) idleLocked() {
+	if !q.timerOn {
+		return
+	}
+	select {
+	case q.idle <- struct{}{}:
+	default:
 	}
 }
 
