@@ -107,6 +107,13 @@ type Config[H, L comparable] struct {
 // re-adds items must not re-add these; see Config.OnDrop.
 var ErrStopped = errors.New("sharding: dispatcher stopped")
 
+// ErrInvalidItem is the reason (Drop.Err) given for an item that cannot be
+// tracked: its value is not comparable (an interface holding a slice, map or
+// func) or not equal to itself (a floating-point NaN, or a value holding
+// one). Such an item could never be found again to dedupe, retry or release,
+// so AddHigh and AddLow drop it at once rather than panic or leak.
+var ErrInvalidItem = errors.New("sharding: item is not comparable or not equal to itself")
+
 // Drop describes an item a dispatcher gave up on; see Config.OnDrop.
 type Drop[H, L comparable] struct {
 	// Lane is the item's lane: the item is High for LaneHigh, Low for

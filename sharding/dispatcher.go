@@ -127,8 +127,9 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 //
 // AddHigh never blocks on a worker or handler: it takes its shard's mutex for
 // O(1) work (amortised), and calls Config.HighKey. After Run has returned,
-// the item is dropped and reported with ErrStopped. It may be called from
-// handlers and hooks.
+// the item is dropped and reported with ErrStopped; an item that is not equal
+// to itself (NaN) or not comparable is dropped and reported with
+// ErrInvalidItem. It may be called from handlers and hooks.
 func (d *Dispatcher[H, L]) AddHigh(item H) { add(d, &d.high, item) }
 
 // AddLow adds a low-priority item, as [Dispatcher.AddHigh] does for high
@@ -137,6 +138,12 @@ func (d *Dispatcher[H, L]) AddHigh(item H) { add(d, &d.high, item) }
 func (d *Dispatcher[H, L]) AddLow(item L) { add(d, &d.low, item) }
 
 func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
+	if !validItem(item) {
+		rt.m.drops.Inc()
+		d.log.Error(ErrInvalidItem, "Dropping item", "lane", rt.lane)
+		d.reportDrop(rt.drop(item, 0, ErrInvalidItem))
+		return
+	}
 	key, err := shardKey(rt.key, item)
 	if err != nil {
 		rt.m.drops.Inc()
@@ -548,4 +555,16 @@ func dropStopped[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], i
 		rt.m.drops.Inc()
 		d.reportDrop(rt.drop(it.item, it.attempts, ErrStopped))
 	}
+}
+
+// validItem reports whether item can key the dispatcher's maps: it is equal
+// to itself. Comparing an interface that holds an uncomparable value panics;
+// that panic is the answer "no", recovered here before any lock is taken.
+func validItem[T comparable](item T) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return item == item
 }

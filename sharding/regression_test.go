@@ -358,3 +358,41 @@ func TestAddAfterStopLoggedAsStopped(t *testing.T) {
 		assert.Contains(t, e.logged(), "Dropping item added after the dispatcher stopped")
 	})
 }
+
+// An item that is not equal to itself (NaN) or not comparable (an interface
+// holding a slice) could never be found again in the dispatcher's maps: it is
+// dropped at once with ErrInvalidItem, without a panic, and nothing else is
+// disturbed.
+func TestInvalidItemsAreDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var drops []error
+		handled := make(chan any, 4)
+		d, err := sharding.New(sharding.Config[any, float64]{
+			Shards:     2,
+			HighKey:    func(h any) string { return fmt.Sprint(h) },
+			LowKey:     func(l float64) string { return fmt.Sprint(l) },
+			HandleHigh: func(_ context.Context, h any) error { handled <- h; return nil },
+			HandleLow:  func(_ context.Context, l float64) error { handled <- l; return nil },
+			Logger:     funcr.New(func(_, _ string) {}, funcr.Options{}),
+			OnDrop:     func(dr sharding.Drop[any, float64]) { drops = append(drops, dr.Err) },
+		})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		go func() { d.Run(ctx); close(stopped) }()
+
+		d.AddLow(math.NaN())
+		d.AddHigh([]int{1})
+		d.AddHigh(math.NaN())
+		d.AddHigh("node-a")
+		synctest.Wait()
+		assert.Equal(t, 0, d.Len())
+		require.Len(t, drops, 3)
+		for _, e := range drops {
+			assert.ErrorIs(t, e, sharding.ErrInvalidItem)
+		}
+		assert.Equal(t, "node-a", <-handled)
+		cancel()
+		<-stopped
+	})
+}
