@@ -10,7 +10,8 @@
 // Reach for [github.com/taintkit/taintkit/timedqueue] when work must run for a
 // key no earlier than a given time, with cancel, reschedule (earlier or later)
 // and retry with backoff. One timer and a compact heap serve millions of
-// pending keys; a bounded pool of workers runs what is due, in fire-time order.
+// pending keys; a bounded pool of workers runs what is due, in order of each
+// schedule's next attempt (its fire time, or its retry time after a failure).
 //
 // Reach for [github.com/taintkit/taintkit/tolerations] to decide whether a
 // pod's tolerations tolerate a node's taints, exactly as Kubernetes does, and

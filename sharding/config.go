@@ -126,8 +126,9 @@ type Drop[H, L comparable] struct {
 	// attempt that failed once Run's context was done is not counted.
 	Attempts int
 	// Err says why: it wraps the last handler error (a *PanicError for a
-	// panic) when the retries ran out, and is ErrStopped when the
-	// dispatcher stopped.
+	// panic) when the retries ran out; it is a *PanicError when the key func
+	// panicked, ErrInvalidItem for an item that cannot be tracked, and
+	// ErrStopped when the dispatcher stopped.
 	Err error
 }
 

@@ -62,8 +62,8 @@ type MetricsProvider interface {
 	// failed attempt in lane.
 	NewRetriesMetric(lane Lane) Counter
 	// NewDropsMetric returns the counter of lane items given up on: after
-	// the last attempt, at shutdown, after Run returned, or because the key
-	// func panicked.
+	// the last attempt, at shutdown, after Run returned, because the key
+	// func panicked, or because the item was invalid (ErrInvalidItem).
 	NewDropsMetric(lane Lane) Counter
 }
 

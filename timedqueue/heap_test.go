@@ -200,6 +200,9 @@ func TestBackoff(t *testing.T) {
 	p, err = RetryPolicy{InitialBackoff: time.Hour}.normalize()
 	require.NoError(t, err)
 	assert.Equal(t, time.Hour, p.MaxBackoff, "MaxBackoff defaults to at least InitialBackoff")
+	p, err = RetryPolicy{MaxBackoff: 100 * time.Millisecond}.normalize()
+	require.NoError(t, err, "a MaxBackoff alone below the default InitialBackoff is valid, as in sharding")
+	assert.Equal(t, 100*time.Millisecond, p.InitialBackoff, "InitialBackoff defaults to at most MaxBackoff")
 	p = RetryPolicy{MaxAttempts: 1, InitialBackoff: 1, MaxBackoff: 1 << 62}
 	assert.Equal(t, time.Duration(1<<62), p.backoff(200), "no overflow")
 }

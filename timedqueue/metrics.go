@@ -24,6 +24,7 @@ type Histogram interface {
 // called once, by [New], with the name given by [WithName] (empty by default).
 // Durations are observed in seconds. Metrics are updated without the queue's
 // lock held, so a gauge may lag the queue by a few updates but never drifts.
+// A method may return nil for a metric it does not want.
 type MetricsProvider interface {
 	// NewPendingMetric counts schedules waiting to start: pending and backing
 	// off (not running, not withdrawn).

@@ -81,10 +81,9 @@ func WithName(name string) Option {
 // the runtime's: no runtime timer is involved), and its Deadline reports that
 // time. After a timeout, the ctx's Err returns context.DeadlineExceeded and
 // context.Cause returns context.DeadlineExceeded. A ctx derived from it (with
-// context.WithCancel, WithTimeout, ...) is cancelled at the same moment, but
-// its Err returns context.Canceled; context.Cause(derived) returns
-// context.DeadlineExceeded, so test the cause, or errors.Is(ctx.Err(), ...)
-// on the ctx the queue gave. The work func must return on its own; a
+// context.WithCancel, WithTimeout, ...) is cancelled at the same moment; its
+// Err may be context.Canceled, but context.Cause(derived) is
+// context.DeadlineExceeded too, so test the cause. The work func must return on its own; a
 // timed-out attempt that returns an error is a failure like any other. Zero,
 // the default, means no timeout. New returns an error if d < 0.
 func WithAttemptTimeout(d time.Duration) Option {

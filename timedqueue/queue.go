@@ -23,6 +23,7 @@ type WorkFunc[K comparable] func(ctx context.Context, key K) error
 // queue changes. Times are returned with the instant and Location the caller
 // gave, without a monotonic clock reading.
 type TimedWorker[K comparable] struct {
+	// Key is the key the schedule was added for.
 	Key K
 	// CreatedAt is as given by the caller of the AddWork or UpdateWork that
 	// scheduled this work; the queue does not use it.

@@ -33,7 +33,7 @@ type RetryPolicy struct {
 	// Zero means DefaultMaxAttempts; 1 means no retry.
 	MaxAttempts int
 	// InitialBackoff is the wait before the first retry. Zero means
-	// DefaultInitialBackoff.
+	// DefaultInitialBackoff, or MaxBackoff if that is set and smaller.
 	InitialBackoff time.Duration
 	// MaxBackoff caps the wait between attempts. Zero means DefaultMaxBackoff,
 	// or InitialBackoff if that is larger.
@@ -57,6 +57,11 @@ func (p RetryPolicy) normalize() (RetryPolicy, error) {
 	}
 	if p.InitialBackoff == 0 {
 		p.InitialBackoff = DefaultInitialBackoff
+		if p.MaxBackoff != 0 {
+			// A MaxBackoff alone below the default caps every wait, as in
+			// package sharding, rather than failing New.
+			p.InitialBackoff = min(p.InitialBackoff, p.MaxBackoff)
+		}
 	}
 	if p.MaxBackoff == 0 {
 		p.MaxBackoff = max(DefaultMaxBackoff, p.InitialBackoff)

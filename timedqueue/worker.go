@@ -18,7 +18,8 @@ type PanicError struct {
 	Stack []byte
 }
 
-// Error returns the panic value; the stack is left out.
+// Error returns "timedqueue: work func panicked: " followed by the panic
+// value; the stack is left out.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("timedqueue: work func panicked: %v", e.Value)
 }

@@ -226,8 +226,10 @@ func (m Matcher) GetMatchingTolerations(taints []v1.Taint, tolerations []v1.Tole
 }
 
 // AppendMatchingTolerations appends to dst, for each taint in order, the first
-// toleration that tolerates it, with comparison operators off. It is the zero
-// [Matcher]'s [Matcher.AppendMatchingTolerations].
+// toleration that tolerates it, with comparison operators off, and returns the
+// extended slice and true; if some taint is not tolerated, it returns dst
+// unchanged and false. It is the zero [Matcher]'s
+// [Matcher.AppendMatchingTolerations].
 func AppendMatchingTolerations(dst []v1.Toleration, taints []v1.Taint, tolerations []v1.Toleration) ([]v1.Toleration, bool) {
 	return Matcher{}.AppendMatchingTolerations(dst, taints, tolerations)
 }
