@@ -70,13 +70,10 @@ type Config[H, L comparable] struct {
 	// drops (errors), the number of items dropped at shutdown. The zero
 	// Logger means klog.Background().
 	//
-	// Beware: logr.Discard() returns the zero Logger (logr v1.4), so it
-	// does not silence the dispatcher, it logs through klog. To silence it,
-	// pass a logger whose sink discards, for example
-	//
-	//	funcr.New(func(prefix, args string) {}, funcr.Options{})
-	//
-	// (package github.com/go-logr/logr/funcr).
+	// logr.Discard() equals the zero Logger, so it too means
+	// klog.Background(). To silence the dispatcher, pass
+	// funcr.New(func(_, _ string) {}, funcr.Options{}) (package
+	// github.com/go-logr/logr/funcr).
 	Logger logr.Logger
 
 	// Metrics creates the per-lane metrics when New runs. Nil means no

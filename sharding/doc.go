@@ -62,11 +62,8 @@
 // Time is read from Config.Clock (a [k8s.io/utils/clock.Clock]), never from
 // package time: retry backoffs and handler latencies. A retry is queued no
 // earlier than the failed attempt's return plus its backoff, as read from
-// that clock. Once due it is queued before any worker picks its next item
-// and before any add queues an item, whichever goroutine gets there first,
-// so strict priority and FIFO order hold as if it had been queued exactly
-// at its due time. One timer, re-armed with a fresh NewTimer, serves every
-// retry of a dispatcher and queues due retries when no worker or add does.
+// that clock, and takes its place (priority, FIFO) as if it had been queued
+// exactly when due. One timer serves every retry of a dispatcher.
 //
 // # Concurrency
 //

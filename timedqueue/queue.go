@@ -379,16 +379,12 @@ func (q *TimedWorkerQueue[K]) Len() int {
 // ctx.Err(); the queue is stopped all the same, and Shutdown may be called again
 // to wait. Shutdown is idempotent.
 //
-// Shutdown tells that it is called from inside a work func by its ctx, not by
-// its caller: called with the ctx the queue gave a work func (or one derived
-// from it), it does not wait for that work func, nor for other work funcs
-// blocked in Shutdown the same way, and the cancellation of that ctx by
-// Shutdown itself does not end the wait. So a work func that shuts the queue
-// down must pass its own ctx. With an unrelated ctx (context.Background(), say)
-// Shutdown cannot tell, and waits for every work func, its caller included:
-// it returns only when that ctx ends, with its error. Conversely, a work ctx
-// passed from a goroutine that outlives its work func still counts as inside
-// one: that Shutdown does not wait for one running work func.
+// To shut down from inside a work func, pass that work func's ctx (or one
+// derived from it): Shutdown then does not wait for it. With any other ctx,
+// Shutdown cannot tell it is called from a work func and waits for every work
+// func, its caller included, so it returns only when ctx ends, with its error.
+// (The ctx is what tells: a work ctx passed from a goroutine that outlives its
+// work func still counts as that work func's.)
 //
 // Shutdown does not wait for failure hooks in progress: a hook may call it.
 // A hook that is running when Shutdown returns may still call methods of the

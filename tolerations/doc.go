@@ -21,9 +21,9 @@
 // [Matcher.ComparisonOperators] is set. A malformed value never matches; it
 // does not panic and does not log. Unknown operators never match.
 //
-// The package-level functions are the zero [Matcher], which matches as
-// Kubernetes does with comparison operators off. Every function that matches
-// also exists as a [Matcher] method.
+// Each package-level function behaves as the same method of the zero
+// [Matcher]: it matches as Kubernetes does with comparison operators off, so
+// Lt and Gt never match. Use Matcher{ComparisonOperators: true} to honour them.
 //
 // For a list of taints, the toleration used for a taint is the first toleration
 // in the pod's list that tolerates it. A pod whose tolerations leave any taint
