@@ -298,6 +298,7 @@ func TestRoutingFollowsFNV1a(t *testing.T) {
 		// Every worker is busy: each added key sits queued on its shard.
 		for s := range shards {
 			key := keyOnShard("k", s, shards, 0)
+			require.Equal(t, s, sharding.ShardFor(key, shards), "ShardFor(%q)", key)
 			d.AddLow(key)
 			synctest.Wait()
 			assert.NotContains(t, e.recorded(), "L:"+key)

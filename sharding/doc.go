@@ -16,9 +16,10 @@
 // A [Dispatcher] has Config.Shards shards. An item goes to shard
 // fnv1a32(key) % Shards, where key is Config.HighKey or Config.LowKey of the
 // item and fnv1a32 is the 32-bit FNV-1a hash: the same key lands on the same
-// shard in every process. The key funcs must return the same key for equal
-// items for the dispatcher's lifetime; the guarantees below rest on it. Each shard has one worker goroutine, a high lane and
-// a low lane, each a FIFO queue.
+// shard in every process ([ShardFor] computes it). The key funcs must return
+// the same key for equal items for the dispatcher's lifetime; the guarantees
+// below rest on it. Each shard has one worker goroutine, a high lane and a
+// low lane, each a FIFO queue.
 //
 // Each item (items are comparable) has at most one entry in its lane, and is
 // queued, being handled, or waiting for a retry. [Dispatcher.AddHigh] and

@@ -18,3 +18,15 @@ func fnv1a32(key string) uint32 {
 	}
 	return h
 }
+
+// ShardFor returns the shard, in [0, shards), that a dispatcher with the given
+// number of shards routes shard key to: fnv1a32(key) % shards. It is stable
+// across processes and versions, so callers can tell which items share a
+// worker. Shards above MaxShards, which New refuses, count as MaxShards; it
+// returns 0 if shards < 1.
+func ShardFor(key string, shards int) int {
+	if shards < 1 {
+		return 0
+	}
+	return int(fnv1a32(key) % uint32(min(shards, MaxShards)))
+}

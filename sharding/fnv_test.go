@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -30,5 +31,16 @@ func TestFNV1a32DoesNotAllocate(t *testing.T) {
 	key := "ip-10-0-0-1.ec2.internal"
 	if n := testing.AllocsPerRun(100, func() { _ = fnv1a32(key) }); n != 0 {
 		t.Fatalf("fnv1a32 allocated %v times per run, want 0", n)
+	}
+}
+
+func TestShardForBadCounts(t *testing.T) {
+	for _, n := range []int{0, -1, math.MinInt} {
+		if got := ShardFor("node-a", n); got != 0 {
+			t.Errorf("ShardFor(node-a, %d) = %d, want 0", n, got)
+		}
+	}
+	if got, want := ShardFor("node-a", math.MaxInt), ShardFor("node-a", MaxShards); got != want {
+		t.Errorf("ShardFor(node-a, MaxInt) = %d, want %d (as MaxShards)", got, want)
 	}
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/taintkit/taintkit/sharding"
 	"github.com/taintkit/taintkit/timedqueue"
 )
 
@@ -59,13 +59,10 @@ func newIdleTracker(shards int) *idleTracker {
 		keys:    make(map[types.NamespacedName]struct{}),
 		changed: make(chan struct{}),
 	}
-	// The dispatcher shards by FNV-1a (32-bit) of the key, modulo the number
-	// of shards (DESIGN.md): find one name per shard.
+	// Find one node name per shard: the dispatcher routes by ShardFor.
 	for found, i := 0, 0; found < shards; i++ {
 		name := fmt.Sprintf("%s%d", probePrefix, i)
-		h := fnv.New32a()
-		h.Write([]byte(name))
-		if s := h.Sum32() % uint32(shards); t.probes[s] == "" {
+		if s := sharding.ShardFor(name, shards); t.probes[s] == "" {
 			t.probes[s] = name
 			found++
 		}
