@@ -43,7 +43,8 @@ func TestWithDefaultTolerations(t *testing.T) {
 			got := tolerations.WithDefaultTolerations(in)
 			assert.Equal(t, tc.want, got, "WithDefaultTolerations(%v)", tc.in)
 			assertSameTolerations(t, tc.in, in, "input modified")
-			got = append(got, v1.Toleration{Key: "appended"})
+			// Appending to the result must not write into the caller's array.
+			assert.Len(t, append(got, v1.Toleration{Key: "appended"}), len(got)+1)
 			assertSameTolerations(t, tc.in, backing[:len(tc.in)], "appending to the result wrote into the caller's array")
 			assert.Equal(t, v1.Toleration{}, backing[:cap(backing)][len(tc.in)], "appending to the result wrote into the caller's spare capacity")
 		})
