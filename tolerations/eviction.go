@@ -124,6 +124,11 @@ func Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Ti
 // With every time unknown this is now + [MinTolerationTime] of the
 // tolerations used, the original Kubernetes rule. Decide does not allocate.
 func (m Matcher) Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time) Decision {
+	if now.IsZero() {
+		// An unset now is a caller's bug, not a moment in year 1: every
+		// deadline would be in the past, so refuse to evict rather than evict.
+		return Decision{}
+	}
 	bound := known(boundAt, now)
 	var d Decision // Never
 	for i := range taints {

@@ -234,3 +234,29 @@ func TestPodBoundAt(t *testing.T) {
 		})
 	}
 }
+
+// A zero now is a caller's bug (an unset time), not a moment in year 1: Decide
+// must not turn it into an eviction, whatever the taints.
+func TestDecideZeroNow(t *testing.T) {
+	added := &metav1.Time{Time: t0}
+	tests := []struct {
+		name   string
+		taints []v1.Taint
+		tols   []v1.Toleration
+	}{
+		{name: "untolerated", taints: []v1.Taint{taintAt("a", nil)}},
+		{name: "tolerated for a while", taints: []v1.Taint{{Key: "a", Effect: v1.TaintEffectNoExecute, TimeAdded: added}},
+			tols: []v1.Toleration{tolFor("a", seconds(300))}},
+		{name: "zero seconds", taints: []v1.Taint{taintAt("a", nil)}, tols: []v1.Toleration{tolFor("a", seconds(0))}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, m := range []tolerations.Matcher{{}, {ComparisonOperators: true}} {
+				got := m.Decide(tc.taints, tc.tols, t0, time.Time{})
+				assert.Equal(t, tolerations.Decision{}, got, "%+v.Decide(%v, %v, t0, zero now) = %v, want Never", m, tc.taints, tc.tols, got)
+			}
+			got := tolerations.Decide(tc.taints, tc.tols, time.Time{}, time.Time{})
+			assert.Equal(t, tolerations.Decision{}, got, "Decide(%v, %v, zero, zero) = %v, want Never", tc.taints, tc.tols, got)
+		})
+	}
+}
