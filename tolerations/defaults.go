@@ -6,28 +6,22 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// DefaultTolerationSeconds is how long, in seconds, the default not-ready and
-// unreachable tolerations let a pod stay on a failed node: 300, the default of
-// the kube-apiserver flags --default-not-ready-toleration-seconds and
-// --default-unreachable-toleration-seconds.
+// DefaultTolerationSeconds is the kube-apiserver's default not-ready and
+// unreachable toleration, in seconds.
 const DefaultTolerationSeconds = 300
 
-// NotReadyToleration returns the toleration the DefaultTolerationSeconds
-// admission plugin gives a pod for the [v1.TaintNodeNotReady] NoExecute taint:
-// operator Exists, effect NoExecute, the given seconds. Each call returns a
-// new TolerationSeconds pointer.
+// NotReadyToleration returns the DefaultTolerationSeconds admission plugin's
+// toleration of [v1.TaintNodeNotReady]: Exists, NoExecute, seconds.
 func NotReadyToleration(seconds int64) v1.Toleration {
 	return noExecuteToleration(v1.TaintNodeNotReady, seconds)
 }
 
-// UnreachableToleration returns the toleration the DefaultTolerationSeconds
-// admission plugin gives a pod for the [v1.TaintNodeUnreachable] NoExecute
-// taint: operator Exists, effect NoExecute, the given seconds. Each call
-// returns a new TolerationSeconds pointer.
+// UnreachableToleration is [NotReadyToleration] for [v1.TaintNodeUnreachable].
 func UnreachableToleration(seconds int64) v1.Toleration {
 	return noExecuteToleration(v1.TaintNodeUnreachable, seconds)
 }
 
+// noExecuteToleration gives each toleration its own TolerationSeconds pointer.
 func noExecuteToleration(key string, seconds int64) v1.Toleration {
 	return v1.Toleration{
 		Key:               key,
@@ -37,27 +31,17 @@ func noExecuteToleration(key string, seconds int64) v1.Toleration {
 	}
 }
 
-// WithDefaultTolerations returns tolerations plus the default not-ready and
-// unreachable NoExecute tolerations, each of [DefaultTolerationSeconds], where
-// missing. It is [WithDefaultTolerationsSeconds] with both times set to
-// DefaultTolerationSeconds.
+// WithDefaultTolerations is [WithDefaultTolerationsSeconds] with
+// [DefaultTolerationSeconds] for both.
 func WithDefaultTolerations(tolerations []v1.Toleration) []v1.Toleration {
 	return WithDefaultTolerationsSeconds(tolerations, DefaultTolerationSeconds, DefaultTolerationSeconds)
 }
 
-// WithDefaultTolerationsSeconds does what Kubernetes' DefaultTolerationSeconds
-// admission plugin does to a new pod: it appends [NotReadyToleration] with
-// notReadySeconds unless some toleration already covers the
-// [v1.TaintNodeNotReady] key, and [UnreachableToleration] with
-// unreachableSeconds unless some toleration already covers
-// [v1.TaintNodeUnreachable], in that order. By the plugin's rule a toleration
-// covers a key if its Key is that key or empty and its Effect is NoExecute or
-// empty, whatever its operator, value and seconds.
-//
-// It never modifies the caller's slice. When something is added the result is
-// a new slice; when nothing is, it is tolerations itself with its capacity
-// clipped to its length, so appending to the result never writes into the
-// caller's backing array.
+// WithDefaultTolerationsSeconds does what the DefaultTolerationSeconds
+// admission plugin does: it appends [NotReadyToleration] and then
+// [UnreachableToleration], each unless a toleration with that Key or none and
+// Effect NoExecute or none exists. Adding nothing, it returns tolerations
+// clipped: appending to it never writes into the caller's array.
 func WithDefaultTolerationsSeconds(tolerations []v1.Toleration, notReadySeconds, unreachableSeconds int64) []v1.Toleration {
 	needNotReady := !coversNoExecute(tolerations, v1.TaintNodeNotReady)
 	needUnreachable := !coversNoExecute(tolerations, v1.TaintNodeUnreachable)

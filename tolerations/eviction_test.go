@@ -260,3 +260,31 @@ func TestDecideZeroNow(t *testing.T) {
 		})
 	}
 }
+
+// A pod with no PodScheduled condition on a taint with no TimeAdded: each
+// unknown start counts as the now of that call, so a caller deciding again
+// later must pass the time it first saw each unknown, as Decide's doc says;
+// then the deadline holds.
+func TestDecideUnknownStart(t *testing.T) {
+	pod := &v1.Pod{Spec: v1.PodSpec{NodeName: "node-a", Tolerations: []v1.Toleration{tolFor("a", seconds(100))}}}
+	taints := []v1.Taint{taintAt("a", nil)}
+	boundAt, ok := tolerations.PodBoundAt(pod)
+	require.False(t, ok)
+
+	first := tolerations.Decide(taints, pod.Spec.Tolerations, boundAt, t0)
+	assert.Equal(t, tolerations.EvictAt, first.Action)
+	assert.Equal(t, t0.Add(100*time.Second), first.At, "unknown start counts as now")
+	again := tolerations.Decide(taints, pod.Spec.Tolerations, boundAt, t0.Add(100*time.Second))
+	assert.Equal(t, t0.Add(200*time.Second), again.At, "unknown start counts as the new now")
+
+	// The caller remembers first sight (t0) for both unknowns.
+	seen := []v1.Taint{taints[0]}
+	seen[0].TimeAdded = &metav1.Time{Time: t0}
+	for _, now := range []time.Time{t0, t0.Add(50 * time.Second)} {
+		d := tolerations.Decide(seen, pod.Spec.Tolerations, t0, now)
+		assert.Equal(t, tolerations.EvictAt, d.Action)
+		assert.Equal(t, t0.Add(100*time.Second), d.At, "at +%v", now.Sub(t0))
+	}
+	d := tolerations.Decide(seen, pod.Spec.Tolerations, t0, t0.Add(100*time.Second))
+	assert.Equal(t, tolerations.EvictNow, d.Action, "the countdown from first sight ends")
+}

@@ -7,42 +7,28 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// Matcher matches tolerations against taints. ComparisonOperators selects
-// whether the Lt and Gt operators are honoured, as the enableComparisonOperators
-// argument of k8s.io/api's (*v1.Toleration).ToleratesTaint does.
-//
-// The zero Matcher matches as Kubernetes does with comparison operators off.
-// A Matcher is a small value: copy it freely. It is safe for concurrent use by
-// multiple goroutines.
+// Matcher matches tolerations against taints, safe to copy and to use
+// concurrently. The zero Matcher matches as Kubernetes does with comparison
+// operators off; so does each package-level function.
 type Matcher struct {
-	// ComparisonOperators, when true, makes a toleration with operator Lt or Gt
-	// match a taint whose value compares as required with the toleration's
-	// value, both read as strict decimal int64 integers. When false, Lt and Gt
-	// never match.
-	ComparisonOperators bool
+	ComparisonOperators bool // honour Lt and Gt, as k8s.io/api's enableComparisonOperators does
 }
 
-// ToleratesTaint reports whether toleration tolerates taint, with comparison
-// operators off. It is the zero [Matcher]'s [Matcher.ToleratesTaint].
+// ToleratesTaint is the zero [Matcher]'s [Matcher.ToleratesTaint].
 func ToleratesTaint(toleration *v1.Toleration, taint *v1.Taint) bool {
 	return Matcher{}.ToleratesTaint(toleration, taint)
 }
 
-// ToleratesTaint reports whether toleration tolerates taint. The result is
-// identical to k8s.io/api's toleration.ToleratesTaint(logger, taint,
-// m.ComparisonOperators) for every pair of non-nil arguments:
+// ToleratesTaint reports whether toleration tolerates taint, exactly as
+// k8s.io/api's toleration.ToleratesTaint(logger, taint, m.ComparisonOperators)
+// does, but without logging:
 //
-//   - a non-empty toleration Effect must equal the taint's Effect;
-//   - a non-empty toleration Key must equal the taint's Key;
-//   - operator "" or Equal: the values must be equal;
-//   - operator Exists: any value matches;
-//   - operator Lt (Gt): only with m.ComparisonOperators, and only when both
-//     values are strict decimal int64 integers and the taint's value is less
-//     (greater) than the toleration's;
-//   - any other operator never matches.
-//
-// Unlike the original it never logs and never allocates. A nil toleration or
-// taint is tolerated by nothing: the result is false.
+//   - a non-empty toleration Effect or Key must equal the taint's;
+//   - operator "" or Equal: the values must be equal; Exists: any value;
+//   - Lt (Gt), only with ComparisonOperators: the taint's value is less
+//     (greater) than the toleration's, both strict decimal int64 integers
+//     ("7", "-12"; never "+1", "01" or "-0"), else no match;
+//   - any other operator, or a nil argument: no match.
 func (m Matcher) ToleratesTaint(toleration *v1.Toleration, taint *v1.Taint) bool {
 	if toleration == nil || taint == nil {
 		return false
@@ -153,17 +139,13 @@ func (m Matcher) firstTolerating(taint *v1.Taint, tolerations []v1.Toleration) i
 	return -1
 }
 
-// TaintsTolerated reports whether every taint is tolerated by at least one of
-// tolerations, with comparison operators off. It is the zero [Matcher]'s
-// [Matcher.TaintsTolerated].
+// TaintsTolerated is the zero [Matcher]'s [Matcher.TaintsTolerated].
 func TaintsTolerated(taints []v1.Taint, tolerations []v1.Toleration) bool {
 	return Matcher{}.TaintsTolerated(taints, tolerations)
 }
 
-// TaintsTolerated reports whether every taint is tolerated by at least one of
-// tolerations; it is true when taints is empty. It gives the same answer as
-// the bool of [Matcher.GetMatchingTolerations] but never allocates, which
-// makes it the check to use on hot paths.
+// TaintsTolerated reports whether tolerations tolerate every taint (true for
+// none): the bool of [Matcher.GetMatchingTolerations], without allocating.
 func (m Matcher) TaintsTolerated(taints []v1.Taint, tolerations []v1.Toleration) bool {
 	for i := range taints {
 		if m.firstTolerating(&taints[i], tolerations) < 0 {
@@ -173,18 +155,13 @@ func (m Matcher) TaintsTolerated(taints []v1.Taint, tolerations []v1.Toleration)
 	return true
 }
 
-// FirstUntoleratedTaint returns the first taint, in order, that none of
-// tolerations tolerates, with comparison operators off. It is the zero
-// [Matcher]'s [Matcher.FirstUntoleratedTaint].
+// FirstUntoleratedTaint is the zero [Matcher]'s [Matcher.FirstUntoleratedTaint].
 func FirstUntoleratedTaint(taints []v1.Taint, tolerations []v1.Toleration) (v1.Taint, bool) {
 	return Matcher{}.FirstUntoleratedTaint(taints, tolerations)
 }
 
-// FirstUntoleratedTaint returns the first taint, in order, that none of
-// tolerations tolerates, and true; or the zero Taint and false when every
-// taint is tolerated. Callers use it to say why a pod is evicted. The
-// returned Taint is a copy whose TimeAdded pointer is shared with the
-// caller's taint. It does not allocate.
+// FirstUntoleratedTaint returns the first taint that no toleration tolerates
+// (why a pod is evicted), and true; or the zero Taint and false.
 func (m Matcher) FirstUntoleratedTaint(taints []v1.Taint, tolerations []v1.Toleration) (v1.Taint, bool) {
 	for i := range taints {
 		if m.firstTolerating(&taints[i], tolerations) < 0 {
@@ -194,24 +171,14 @@ func (m Matcher) FirstUntoleratedTaint(taints []v1.Taint, tolerations []v1.Toler
 	return v1.Taint{}, false
 }
 
-// GetMatchingTolerations reports whether tolerations tolerate every taint and
-// returns the toleration used for each, with comparison operators off. It is
-// the zero [Matcher]'s [Matcher.GetMatchingTolerations].
+// GetMatchingTolerations is the zero [Matcher]'s [Matcher.GetMatchingTolerations].
 func GetMatchingTolerations(taints []v1.Taint, tolerations []v1.Toleration) (bool, []v1.Toleration) {
 	return Matcher{}.GetMatchingTolerations(taints, tolerations)
 }
 
-// GetMatchingTolerations reports whether tolerations tolerate every taint. If
-// they do, the slice holds, for each taint in order, a copy of the first
-// toleration that tolerates it (so it has len(taints) elements, and a
-// toleration used for several taints appears several times). If some taint is
-// not tolerated, the result is false and a non-nil empty slice. With no
-// taints the result is true and a non-nil empty slice.
-//
-// The returned slice is always new: it never aliases tolerations' backing
-// array (the TolerationSeconds pointers inside are shared with the caller's
-// tolerations, as in Kubernetes). It allocates at most once, the exact size
-// of the result.
+// GetMatchingTolerations reports whether tolerations tolerate every taint and,
+// if so, returns for each taint in order a copy of the first toleration that
+// tolerates it. Otherwise, or with no taints, the slice is empty and non-nil.
 func (m Matcher) GetMatchingTolerations(taints []v1.Taint, tolerations []v1.Toleration) (bool, []v1.Toleration) {
 	if len(taints) == 0 {
 		return true, []v1.Toleration{}
@@ -225,23 +192,15 @@ func (m Matcher) GetMatchingTolerations(taints []v1.Taint, tolerations []v1.Tole
 	return true, used
 }
 
-// AppendMatchingTolerations appends to dst, for each taint in order, the first
-// toleration that tolerates it, with comparison operators off, and returns the
-// extended slice and true; if some taint is not tolerated, it returns dst
-// unchanged and false. It is the zero [Matcher]'s
+// AppendMatchingTolerations is the zero [Matcher]'s
 // [Matcher.AppendMatchingTolerations].
 func AppendMatchingTolerations(dst []v1.Toleration, taints []v1.Taint, tolerations []v1.Toleration) ([]v1.Toleration, bool) {
 	return Matcher{}.AppendMatchingTolerations(dst, taints, tolerations)
 }
 
-// AppendMatchingTolerations appends to dst, for each taint in order, a copy of
-// the first toleration that tolerates it, and returns the extended slice and
-// true, as [Matcher.GetMatchingTolerations] would return them. If some taint is
-// not tolerated it returns dst unchanged and false: nothing is appended and no
-// element of dst's backing array is written. It allocates only when dst lacks
-// room for len(taints) more elements, so a caller that reuses
-// dst[:0] across calls matches without allocating.
-//
+// AppendMatchingTolerations appends to dst what [Matcher.GetMatchingTolerations]
+// would return, and true; or returns dst and false, having written nothing. It
+// allocates only when dst lacks room, so reusing dst[:0] across calls does not.
 // dst must not share a backing array with tolerations.
 func (m Matcher) AppendMatchingTolerations(dst []v1.Toleration, taints []v1.Taint, tolerations []v1.Toleration) ([]v1.Toleration, bool) {
 	return m.appendMatching(dst, taints, tolerations)
@@ -252,6 +211,9 @@ func (m Matcher) AppendMatchingTolerations(dst []v1.Toleration, taints []v1.Tain
 // a handful of NoExecute taints; beyond this it matches twice.
 const stackTaints = 16
 
+// appendMatching is AppendMatchingTolerations. Every copy into dst happens
+// after every taint is known to be tolerated, so a failure leaves dst's
+// backing array untouched; a nil dst gets exactly len(taints) elements.
 func (m Matcher) appendMatching(dst []v1.Toleration, taints []v1.Taint, tolerations []v1.Toleration) ([]v1.Toleration, bool) {
 	n := len(taints)
 	if n > stackTaints {

@@ -7,17 +7,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// Forever is what [MinTolerationTime] returns when the tolerations used
-// tolerate their taints forever (none of them has TolerationSeconds). It is
-// negative, so it is never a valid toleration time.
+// Forever is what [MinTolerationTime] returns when every toleration used
+// tolerates forever. It is negative, never a toleration time.
 const Forever time.Duration = -1
 
 // maxDuration is the largest time.Duration; toleration times clamp to it.
 const maxDuration = time.Duration(math.MaxInt64)
 
-// GetNoExecuteTaints returns the taints whose effect is NoExecute, in order.
-// The result is always a new slice (non-nil, possibly empty) that never
-// aliases taints; it allocates at most once, the exact size of the result.
+// GetNoExecuteTaints returns a new, non-nil slice of the taints whose effect is
+// NoExecute (the ones that evict), in order.
 func GetNoExecuteTaints(taints []v1.Taint) []v1.Taint {
 	n := 0
 	for i := range taints {
@@ -37,18 +35,10 @@ func GetNoExecuteTaints(taints []v1.Taint) []v1.Taint {
 	return out
 }
 
-// MinTolerationTime returns how long the tolerations used for a pod's taints
-// (as returned by [GetMatchingTolerations]) let the pod stay:
-//
-//   - no tolerations: 0 (evict at once);
-//   - any TolerationSeconds at or below zero: 0;
-//   - otherwise the smallest TolerationSeconds, ignoring tolerations with a
-//     nil TolerationSeconds (they tolerate forever);
-//   - if every TolerationSeconds is nil: [Forever].
-//
-// Seconds too large for a time.Duration clamp to the largest Duration (about
-// 292 years): the result never overflows and never becomes [Forever] by
-// accident. It does not allocate.
+// MinTolerationTime returns how long the tolerations used (from
+// [GetMatchingTolerations]) let a pod stay, as Kubernetes computes it: 0 for
+// none, or if any TolerationSeconds is ≤ 0; else the smallest (nil: forever,
+// too large: the largest Duration); [Forever] if all are nil.
 func MinTolerationTime(tolerations []v1.Toleration) time.Duration {
 	if len(tolerations) == 0 {
 		return 0
