@@ -48,4 +48,12 @@
 // [k8s.io/utils/clock/testing.FakeClock] and testing/synctest: no sleeps, no
 // flaky timing. Pure time arithmetic (the tolerations package) takes now as an
 // argument and needs no clock at all.
+//
+// # Logging
+//
+// The packages that log (timedqueue, sharding and the example manager) take a
+// [github.com/go-logr/logr.Logger] by one rule: a logger that is not given (no
+// WithLogger option; a nil *logr.Logger Config field) means
+// [k8s.io/klog/v2.Background]; a given logr.Logger is used as is, so
+// logr.Discard() silences.
 package taintkit
