@@ -21,206 +21,79 @@ import (
 //	<!-- example: tolerations.Example_quickStart -->  an Example with // Output:
 //	<!-- test: timedqueue.TestReadmeFakeClock -->     a Test
 //
-// go test compiles and runs those functions; this test checks that each block
-// is, line for line, the function's body (modulo the body's indentation).
+// go test compiles and runs those functions; TestReadmeCodeIsTested checks
+// that each block is, line for line, the function's body (modulo the body's
+// indentation). Other blocks (shell commands, output) are not Go and not
+// checked.
 
-// readmeBlock is a fenced code block of README.md.
-type readmeBlock struct {
-	line   int    // 1-based line of the opening fence
-	lang   string // the fence's info string: "go", "sh", …
-	marker string // "example" or "test", or "" if the block has no marker
-	dir    string // the package directory the marker names
-	fn     string // the function the marker names
-	code   string
-}
-
-var markerRE = regexp.MustCompile(`^<!--\s*(example|test):\s*(\S+)\.(\w+)\s*-->$`)
-
-// readmeBlocks returns README.md's fenced code blocks, each with the marker on
-// the last non-blank line before it, if any.
-func readmeBlocks(t *testing.T) []readmeBlock {
-	t.Helper()
+func TestReadmeCodeIsTested(t *testing.T) {
 	data, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var (
-		blocks  []readmeBlock
-		cur     *readmeBlock
-		code    []string
-		lastTxt string // the last non-blank line outside a block
-	)
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		switch {
-		case cur == nil && strings.HasPrefix(line, "```"):
-			cur = &readmeBlock{line: n, lang: strings.TrimSpace(strings.TrimPrefix(line, "```"))}
-			if m := markerRE.FindStringSubmatch(strings.TrimSpace(lastTxt)); m != nil {
-				cur.marker, cur.dir, cur.fn = m[1], m[2], m[3]
-			}
-			code = code[:0]
-		case cur != nil && strings.TrimSpace(line) == "```":
-			cur.code = strings.Join(code, "\n")
-			blocks = append(blocks, *cur)
-			cur, lastTxt = nil, line
-		case cur != nil:
-			code = append(code, line)
-		case strings.TrimSpace(line) != "":
-			if markerRE.MatchString(strings.TrimSpace(lastTxt)) {
-				t.Errorf("README.md:%d: marker %q is not followed by a code block", n-1, lastTxt)
-			}
-			lastTxt = line
-		}
+	blocks, problems := parseReadme(data)
+	problems = append(problems, checkGoBlocks(blocks)...)
+	for _, p := range problems {
+		t.Error("README.md" + p)
 	}
-	if err := sc.Err(); err != nil {
+	if countLang(blocks, "go") == 0 {
+		t.Error("README.md has no go block: is the parser broken?")
+	}
+}
+
+// The checker itself: it must catch drift, unmarked blocks, stray markers and
+// markers that name nothing, or the test above proves nothing.
+func TestReadmeCheckerCatchesMistakes(t *testing.T) {
+	body, _, err := funcBody("tolerations", "Example_quickStart")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if cur != nil {
-		t.Fatalf("README.md:%d: code block never closed", cur.line)
+	drifted := strings.Replace(body, "tolerations.GetNoExecuteTaints(node.Spec.Taints)", "node.Spec.Taints", 1)
+	if drifted == body {
+		t.Fatal("the drift below changes nothing: update this test")
 	}
-	return blocks
-}
-
-// funcBody returns the body of the top-level function fn declared in a
-// _test.go file of dir, without its braces, and the file's name.
-func funcBody(dir, fn string) (body, file string, err error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
-	if err != nil {
-		return "", "", err
-	}
-	fset := token.NewFileSet()
-	for _, path := range paths {
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return "", "", err
+	md := "# t\n\n" +
+		"```go\nfmt.Println(1)\n```\n\n" + // line 3
+		"<!-- example: tolerations.ExampleNoSuchThing -->\n```go\nx := 1\n```\n\n" + // line 8
+		"<!-- test: tolerations.ExampleDecide -->\n```go\nx := 1\n```\n\n" + // line 13
+		"<!-- example: tolerations.ExampleDecide -->\nsome prose\n\n" + // line 17
+		"<!-- example: tolerations.Example_quickStart -->\n```go\n" + drifted + "\n```\n" // line 21
+	blocks, problems := parseReadme([]byte(md))
+	problems = append(problems, checkGoBlocks(blocks)...)
+	for _, want := range []string{
+		":3: go block has no marker",
+		":8: no func ExampleNoSuchThing in tolerations",
+		":13: marker \"test\" names ExampleDecide, which is not a Test function",
+		":17: marker \"<!-- example: tolerations.ExampleDecide -->\" is not followed by a code block",
+		":21: the go block drifted from the body of Example_quickStart",
+		"README: taints := node.Spec.Taints",
+	} {
+		found := false
+		for _, p := range problems {
+			found = found || strings.Contains(p, want)
 		}
-		f, err := parser.ParseFile(fset, path, src, parser.ParseComments)
-		if err != nil {
-			return "", "", err
-		}
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Recv != nil || fd.Name.Name != fn || fd.Body == nil {
-				continue
-			}
-			start := fset.Position(fd.Body.Lbrace).Offset + 1
-			end := fset.Position(fd.Body.Rbrace).Offset
-			return string(src[start:end]), path, nil
+		if !found {
+			t.Errorf("no problem reported containing %q; got:\n%s", want, strings.Join(problems, "\n"))
 		}
 	}
-	return "", "", fmt.Errorf("no func %s in %s/*_test.go", fn, dir)
-}
-
-// dedent trims blank lines at both ends and trailing spaces, and removes the
-// indentation common to every non-blank line.
-func dedent(s string) []string {
-	lines := strings.Split(s, "\n")
-	for i := range lines {
-		lines[i] = strings.TrimRight(lines[i], " \t")
+	if len(problems) != 5 {
+		t.Errorf("got %d problems, want 5:\n%s", len(problems), strings.Join(problems, "\n"))
 	}
-	for len(lines) > 0 && lines[0] == "" {
-		lines = lines[1:]
-	}
-	for len(lines) > 0 && lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
-	}
-	prefix, first := "", true
-	for _, l := range lines {
-		if l == "" {
-			continue
-		}
-		ind := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
-		if first {
-			prefix, first = ind, false
-		}
-		for !strings.HasPrefix(ind, prefix) {
-			prefix = prefix[:len(prefix)-1]
-		}
-	}
-	for i, l := range lines {
-		lines[i] = strings.TrimPrefix(l, prefix)
-	}
-	return lines
-}
-
-func TestReadmeCodeIsTested(t *testing.T) {
-	blocks := readmeBlocks(t)
-	seen := map[string]int{}
-	goBlocks := 0
-	for _, b := range blocks {
-		if b.lang != "go" {
-			if b.marker != "" {
-				t.Errorf("README.md:%d: %s block is marked %s %s.%s; only go blocks are checked", b.line, b.lang, b.marker, b.dir, b.fn)
-			}
-			continue
-		}
-		goBlocks++
-		name := b.dir + "." + b.fn
-		if b.marker == "" {
-			t.Errorf("README.md:%d: go block has no marker; put <!-- example: dir.ExampleName --> "+
-				"(or <!-- test: dir.TestName -->) on the line before it and make the block that function's body", b.line)
-			continue
-		}
-		if prev, ok := seen[name]; ok {
-			t.Errorf("README.md:%d: %s is already quoted at README.md:%d", b.line, name, prev)
-		}
-		seen[name] = b.line
-		want := "Test"
-		if b.marker == "example" {
-			want = "Example"
-		}
-		if !strings.HasPrefix(b.fn, want) {
-			t.Errorf("README.md:%d: marker %q names %s, which is not an %s function", b.line, b.marker, b.fn, want)
-			continue
-		}
-		body, file, err := funcBody(b.dir, b.fn)
-		if err != nil {
-			t.Errorf("README.md:%d: %v", b.line, err)
-			continue
-		}
-		if b.marker == "example" && !regexp.MustCompile(`(?m)^\s*// (Unordered output|Output):`).MatchString(body) {
-			t.Errorf("README.md:%d: %s in %s has no // Output: comment, so go test does not run it", b.line, b.fn, file)
-		}
-		got, wantLines := dedent(b.code), dedent(body)
-		if diff := firstDiff(got, wantLines); diff != "" {
-			t.Errorf("README.md:%d: the go block drifted from the body of %s in %s:\n%s\n"+
-				"Make them the same again; the function's body, unindented, is:\n%s",
-				b.line, b.fn, file, diff, strings.Join(wantLines, "\n"))
-		}
-	}
-	if goBlocks == 0 {
-		t.Error("README.md has no go blocks: is the parser broken?")
-	}
-}
-
-// firstDiff describes the first line where the README block and the function
-// body differ, or returns "".
-func firstDiff(readme, body []string) string {
-	for i := 0; i < max(len(readme), len(body)); i++ {
-		var r, b string
-		if i < len(readme) {
-			r = readme[i]
-		} else {
-			r = "(end of block)"
-		}
-		if i < len(body) {
-			b = body[i]
-		} else {
-			b = "(end of body)"
-		}
-		if r != b {
-			return fmt.Sprintf("  line %d of the block:\n    README: %s\n    func:   %s", i+1, r, b)
-		}
-	}
-	return ""
 }
 
 // The README's shell blocks are commands a newcomer runs from a checkout: the
-// packages they name must exist.
+// directories they name must exist.
 func TestReadmeCommandsNameExistingPackages(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, _ := parseReadme(data)
+	if countLang(blocks, "sh") == 0 {
+		t.Fatal("README.md has no sh block: is the parser broken?")
+	}
 	cmdRE := regexp.MustCompile(`^go (?:run|test|vet) (\./\S*)`)
-	for _, b := range readmeBlocks(t) {
+	for _, b := range blocks {
 		if b.lang != "sh" {
 			continue
 		}
@@ -257,4 +130,202 @@ func TestReadmeLinksResolve(t *testing.T) {
 			t.Errorf("README.md links to %s, which does not exist", m[1])
 		}
 	}
+}
+
+// readmeBlock is a fenced code block of a Markdown file.
+type readmeBlock struct {
+	line   int    // 1-based line of the opening fence
+	lang   string // the fence's info string: "go", "sh", …
+	marker string // "example" or "test", or "" if the block has no marker
+	dir    string // the package directory the marker names
+	fn     string // the function the marker names
+	code   string
+}
+
+var markerRE = regexp.MustCompile(`^<!--\s*(example|test):\s*(\S+)\.(\w+)\s*-->$`)
+
+// parseReadme returns the fenced code blocks of a Markdown file, each with the
+// marker on the last non-blank line before it, if any, and the problems found
+// on the way, each starting ":line: ".
+func parseReadme(data []byte) (blocks []readmeBlock, problems []string) {
+	var (
+		cur     *readmeBlock
+		code    []string
+		lastTxt string // the last non-blank line outside a block
+		lastN   int
+	)
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		switch {
+		case cur == nil && strings.HasPrefix(line, "```"):
+			cur = &readmeBlock{line: n, lang: strings.TrimSpace(strings.TrimPrefix(line, "```"))}
+			if m := markerRE.FindStringSubmatch(lastTxt); m != nil {
+				cur.marker, cur.dir, cur.fn = m[1], m[2], m[3]
+			}
+			code = code[:0]
+		case cur != nil && strings.TrimSpace(line) == "```":
+			cur.code = strings.Join(code, "\n")
+			blocks = append(blocks, *cur)
+			cur, lastTxt = nil, ""
+		case cur != nil:
+			code = append(code, line)
+		case strings.TrimSpace(line) != "":
+			if markerRE.MatchString(lastTxt) {
+				problems = append(problems, fmt.Sprintf(":%d: marker %q is not followed by a code block", lastN, lastTxt))
+			}
+			lastTxt, lastN = strings.TrimSpace(line), n
+		}
+	}
+	if cur != nil {
+		problems = append(problems, fmt.Sprintf(":%d: code block never closed", cur.line))
+	}
+	if markerRE.MatchString(lastTxt) {
+		problems = append(problems, fmt.Sprintf(":%d: marker %q is not followed by a code block", lastN, lastTxt))
+	}
+	return blocks, problems
+}
+
+// checkGoBlocks checks that every go block is marked and is the body of the
+// function its marker names; it returns the problems, each starting ":line: ".
+func checkGoBlocks(blocks []readmeBlock) []string {
+	var problems []string
+	report := func(b readmeBlock, format string, args ...any) {
+		problems = append(problems, fmt.Sprintf(":%d: ", b.line)+fmt.Sprintf(format, args...))
+	}
+	seen := map[string]int{}
+	for _, b := range blocks {
+		if b.lang != "go" {
+			if b.marker != "" {
+				report(b, "%s block is marked; only go blocks are checked", b.lang)
+			}
+			continue
+		}
+		if b.marker == "" {
+			report(b, "go block has no marker: put <!-- example: dir.ExampleName --> (or <!-- test: dir.TestName -->) "+
+				"on the line before it, and make the block that function's body")
+			continue
+		}
+		name := b.dir + "." + b.fn
+		if prev, ok := seen[name]; ok {
+			report(b, "%s is already quoted at line %d", name, prev)
+		}
+		seen[name] = b.line
+		kind, article := "Test", "a"
+		if b.marker == "example" {
+			kind, article = "Example", "an"
+		}
+		if !strings.HasPrefix(b.fn, kind) {
+			report(b, "marker %q names %s, which is not %s %s function", b.marker, b.fn, article, kind)
+			continue
+		}
+		body, file, err := funcBody(b.dir, b.fn)
+		if err != nil {
+			report(b, "%v", err)
+			continue
+		}
+		if kind == "Example" && !outputRE.MatchString(body) {
+			report(b, "%s in %s has no // Output: comment, so go test compiles it but does not run it", b.fn, file)
+		}
+		want := dedent(body)
+		if diff := firstDiff(dedent(b.code), want); diff != "" {
+			report(b, "the go block drifted from the body of %s in %s:\n%s\nMake them the same again; the function's body, unindented, is:\n%s",
+				b.fn, file, diff, strings.Join(want, "\n"))
+		}
+	}
+	return problems
+}
+
+var outputRE = regexp.MustCompile(`(?m)^\s*// (Unordered output|Output):`)
+
+// funcBody returns the body, without its braces, of the top-level function fn
+// declared in a _test.go file of dir, and that file's name.
+func funcBody(dir, fn string) (body, file string, err error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		return "", "", err
+	}
+	fset := token.NewFileSet()
+	for _, path := range paths {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return "", "", err
+		}
+		f, err := parser.ParseFile(fset, path, src, parser.ParseComments)
+		if err != nil {
+			return "", "", err
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv != nil || fd.Name.Name != fn || fd.Body == nil {
+				continue
+			}
+			start := fset.Position(fd.Body.Lbrace).Offset + 1
+			end := fset.Position(fd.Body.Rbrace).Offset
+			return string(src[start:end]), path, nil
+		}
+	}
+	return "", "", fmt.Errorf("no func %s in %s/*_test.go", fn, dir)
+}
+
+// dedent splits s into lines, trims trailing blanks, blank lines at both ends
+// and the indentation common to every non-blank line.
+func dedent(s string) []string {
+	lines := strings.Split(s, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimRight(lines[i], " \t")
+	}
+	for len(lines) > 0 && lines[0] == "" {
+		lines = lines[1:]
+	}
+	for len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	prefix, first := "", true
+	for _, l := range lines {
+		if l == "" {
+			continue
+		}
+		ind := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
+		if first {
+			prefix, first = ind, false
+		}
+		for !strings.HasPrefix(ind, prefix) {
+			prefix = prefix[:len(prefix)-1]
+		}
+	}
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, prefix)
+	}
+	return lines
+}
+
+// firstDiff describes the first line where a README block and a function body
+// differ, or returns "".
+func firstDiff(readme, body []string) string {
+	line := func(lines []string, i int, end string) string {
+		if i < len(lines) {
+			return lines[i]
+		}
+		return end
+	}
+	for i := range max(len(readme), len(body)) {
+		r, b := line(readme, i, "(end of block)"), line(body, i, "(end of body)")
+		if r != b {
+			return fmt.Sprintf("  line %d of the block:\n    README: %s\n    func:   %s", i+1, r, b)
+		}
+	}
+	return ""
+}
+
+func countLang(blocks []readmeBlock, lang string) int {
+	n := 0
+	for _, b := range blocks {
+		if b.lang == lang {
+			n++
+		}
+	}
+	return n
 }
