@@ -117,31 +117,54 @@ func (c *countdowns) observeTaints(node string, taints []v1.Taint, now time.Time
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.nodes[node]
+	unknown, remembered := 0, 0
+	for i := range taints {
+		if taints[i].TimeAdded == nil {
+			unknown++
+			if findTaint(old, &taints[i]) >= 0 {
+				remembered++
+			}
+		}
+	}
+	if unknown == 0 {
+		c.forgetNodeLocked(node)
+		return
+	}
+	// Unless the same taints as before have no TimeAdded, record the ones
+	// there are now.
 	var seen []taintSeen
+	record := remembered != unknown || unknown != len(old)
+	if record {
+		seen = make([]taintSeen, 0, unknown)
+	}
 	for i := range taints {
 		t := &taints[i]
 		if t.TimeAdded != nil {
 			continue
 		}
 		at := now
-		for _, o := range old {
-			if o.key == t.Key && o.effect == t.Effect {
-				at = o.at
-				break
-			}
+		if j := findTaint(old, t); j >= 0 {
+			at = old[j].at
 		}
-		if seen == nil {
-			seen = make([]taintSeen, 0, len(taints)-i)
-		}
-		seen = append(seen, taintSeen{key: t.Key, effect: t.Effect, at: at})
 		t.TimeAdded = &metav1.Time{Time: at}
+		if record {
+			seen = append(seen, taintSeen{key: t.Key, effect: t.Effect, at: at})
+		}
 	}
-	if seen == nil {
-		c.forgetNodeLocked(node)
-		return
+	if record {
+		c.nodes[node] = seen
+		c.nodesPeak = max(c.nodesPeak, len(c.nodes))
 	}
-	c.nodes[node] = seen
-	c.nodesPeak = max(c.nodesPeak, len(c.nodes))
+}
+
+// findTaint returns the index of t (by key and effect) in seen, or -1.
+func findTaint(seen []taintSeen, t *v1.Taint) int {
+	for i := range seen {
+		if seen[i].key == t.Key && seen[i].effect == t.Effect {
+			return i
+		}
+	}
+	return -1
 }
 
 // fillTaints is observeTaints for a reader: it gives remembered times to
@@ -156,11 +179,8 @@ func (c *countdowns) fillTaints(node string, taints []v1.Taint) {
 		if t.TimeAdded != nil {
 			continue
 		}
-		for _, o := range seen {
-			if o.key == t.Key && o.effect == t.Effect {
-				t.TimeAdded = &metav1.Time{Time: o.at}
-				break
-			}
+		if j := findTaint(seen, t); j >= 0 {
+			t.TimeAdded = &metav1.Time{Time: seen[j].at}
 		}
 	}
 }
