@@ -59,7 +59,7 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	// whatever the pod's tolerations say now (short of forever): a longer
 	// toleration does not postpone an eviction.
 	owed := ok && e.at != 0 && e.at <= now.UnixNano() && m.countdowns.hasTaint(taints, e.taint)
-	reason := d.String()
+	var reason any = d // a fmt.Stringer, formatted only if logged
 	switch {
 	case d.Action == tolerations.Never:
 		// The taints went away, or the tolerations changed, and the handler

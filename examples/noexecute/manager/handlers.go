@@ -136,15 +136,16 @@ func (m *Manager) reconcile(pod *v1.Pod, nodeName string, taints []v1.Taint, now
 		return
 	}
 	at, taint := d.At, m.countdowns.taintHash(&d.Taint)
-	if e.at != 0 && at.UnixNano() > e.at && m.countdowns.hasTaint(taints, e.taint) {
+	switch {
+	case e.at != 0 && at.UnixNano() > e.at && m.countdowns.hasTaint(taints, e.taint):
 		// The deadline scheduled before ends the countdown of a taint that
 		// is still there: it stands (a longer toleration does not postpone
 		// an eviction).
 		at, taint = fromUnixNano(e.at, now.Location()), e.taint
 		m.log.V(4).Info("Keeping the earlier deadline of a taint still on the node", "pod", key, "node", nodeName, "at", at, "decided", d.At)
-	} else if d.Untolerated {
+	case d.Untolerated:
 		m.log.V(2).Info("Pod does not tolerate a NoExecute taint", "pod", key, "node", nodeName, "taint", d.Taint.ToString())
-	} else {
+	default:
 		m.log.V(4).Info("Pod tolerates the node's NoExecute taints until", "pod", key, "node", nodeName, "at", at, "taint", d.Taint.ToString())
 	}
 	e.at, e.taint = at.UnixNano(), taint
