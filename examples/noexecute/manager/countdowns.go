@@ -24,10 +24,11 @@ import (
 //     longer toleration does not postpone an eviction, as upstream keeps its
 //     first schedule; a shorter one or a stricter taint brings it earlier.
 //
-// Pod entries exist only while the pod has a scheduled eviction, so they are
-// forgotten when the pod, its node or the node's last NoExecute taint goes,
-// or when its tolerations come to tolerate the taints forever. Taint entries
-// exist only for NoExecute taints with no TimeAdded, and go with the taint or
+// A pod entry is made when a handler schedules the pod's eviction, and
+// forgotten when a handler cancels it (the pod, its node or the node's last
+// NoExecute taint went, or its tolerations now tolerate the taints forever)
+// or the eviction deleted the pod or dropped itself. A taint entry exists
+// only for a NoExecute taint with no TimeAdded, and goes with the taint or
 // the node.
 //
 // Writers are handlers, which for one node (and its pods) run one at a time
