@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/taintkit/taintkit/tolerations"
 )
 
 // countdowns is what the manager remembers beyond the objects it reads:
@@ -168,10 +170,22 @@ func findTaint(seen []taintSeen, t *v1.Taint) int {
 	return -1
 }
 
-// fillTaints is observeTaints for a reader: it gives remembered times to
-// taints with no TimeAdded and leaves the others unknown, recording and
-// forgetting nothing.
-func (c *countdowns) fillTaints(node string, taints []v1.Taint) {
+// withRemembered is observeTaints for a reader: it returns taints, a node's
+// taints, with the remembered times of NoExecute taints that have no
+// TimeAdded filled in, in a copy if there are any, and leaves unremembered
+// ones unknown. It records and forgets nothing.
+func (c *countdowns) withRemembered(node string, taints []v1.Taint) []v1.Taint {
+	unknown := false
+	for i := range taints {
+		if taints[i].Effect == v1.TaintEffectNoExecute && taints[i].TimeAdded == nil {
+			unknown = true
+			break
+		}
+	}
+	if !unknown {
+		return taints
+	}
+	taints = tolerations.GetNoExecuteTaints(taints)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	seen := c.nodes[node]
@@ -184,6 +198,7 @@ func (c *countdowns) fillTaints(node string, taints []v1.Taint) {
 			t.TimeAdded = &metav1.Time{Time: seen[j].at}
 		}
 	}
+	return taints
 }
 
 // forgetNode forgets the taints of a node that is gone or has no NoExecute

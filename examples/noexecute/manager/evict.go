@@ -41,8 +41,7 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 		case err != nil:
 			return fmt.Errorf("manager: get node %q: %w", pod.Spec.NodeName, err)
 		default:
-			taints = tolerations.GetNoExecuteTaints(node.Spec.Taints)
-			m.countdowns.fillTaints(pod.Spec.NodeName, taints)
+			taints = m.countdowns.withRemembered(pod.Spec.NodeName, node.Spec.Taints)
 		}
 	}
 	now := m.clock.Now()
