@@ -275,6 +275,38 @@ func TestDeadlineRule(t *testing.T) {
 	}
 }
 
+// A pod deleted and recreated under the same name while the manager heard
+// nothing of it (an informer's relist): the eviction finds another pod when
+// it fires, and the new pod's countdown runs from when the manager first saw
+// it, then ends.
+func TestRecreatedPodUnseenGetsItsOwnCountdown(t *testing.T) {
+	for _, k := range everyKnown {
+		t.Run(k.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t)
+				e.addNode("n1")
+				e.taintK(k, "n1", noExec)
+				old := e.addPodK(k, "p", "n1", tolerating(100))
+				e.step(50 * time.Second)
+				e.pause(true)
+				require.NoError(t, e.c.DeletePod(context.Background(), "default", "p", metav1.DeleteOptions{}))
+				fresh := e.addPodK(k, "p", "n1", tolerating(100))
+				e.pause(false)
+				require.NotEqual(t, old.UID, fresh.UID)
+				e.step(50 * time.Second)
+				require.True(t, e.exists("p"), "the new pod was evicted by the old pod's eviction")
+				// Bound at +50s; with no PodScheduled time, first seen when
+				// the old pod's eviction fired at +100s.
+				want := 150 * time.Second
+				if !k.pod {
+					want = 200 * time.Second
+				}
+				e.evictedAt("p", want)
+			})
+		})
+	}
+}
+
 // Several taints tolerated for different times, added at different times:
 // the first countdown to run out evicts.
 func TestFirstCountdownToRunOutWins(t *testing.T) {
