@@ -17,7 +17,7 @@ func runScale(out io.Writer, nodes, podsPerNode int, log logr.Logger) error {
 	fmt.Fprintf(out, "Building %d nodes with %d pods each (%d pods), then tainting every node at once...\n",
 		nodes, podsPerNode, nodes*podsPerNode)
 	res, err := scale.Run(context.Background(), scale.Options{
-		Nodes: nodes, PodsPerNode: podsPerNode, Logger: log,
+		Nodes: nodes, PodsPerNode: podsPerNode, Logger: &log,
 		Progress: func(evicted int, elapsed time.Duration) {
 			fmt.Fprintf(out, "  %8d pods evicted after %v\n", evicted, elapsed.Round(time.Millisecond))
 		},

@@ -53,7 +53,7 @@ func runScenario(out io.Writer, clk clock.Clock, log logr.Logger) error {
 		Client:     &loggingClient{Cluster: s.c, s: s},
 		Recorder:   s,
 		Clock:      s.clk,
-		Logger:     log,
+		Logger:     &log,
 		// Retry a failed delete after 1 s, 2 s, 4 s, … (at most 30 s).
 		EvictionRetry: timedqueue.RetryPolicy{InitialBackoff: time.Second, MaxBackoff: 30 * time.Second},
 		TrackIdle:     true,

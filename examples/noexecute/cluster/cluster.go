@@ -288,6 +288,18 @@ func (c *Cluster) remove(k types.NamespacedName, old *v1.Pod) {
 // fails with an AlreadyExists error if a pod of that namespace and name
 // exists.
 func (c *Cluster) AddPod(pod *v1.Pod) (*v1.Pod, error) {
+	return c.addPod(pod, true)
+}
+
+// AddPodAsIs is [Cluster.AddPod] without the PodScheduled stamp: the pod's
+// status is stored as given. It models a pod created with its node name
+// already set (static pods' mirrors, DaemonSet pods of old, many test pods),
+// which no scheduler binds, so nothing records when it arrived on its node.
+func (c *Cluster) AddPodAsIs(pod *v1.Pod) (*v1.Pod, error) {
+	return c.addPod(pod, false)
+}
+
+func (c *Cluster) addPod(pod *v1.Pod, stampScheduled bool) (*v1.Pod, error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	p := pod.DeepCopy()
@@ -307,7 +319,7 @@ func (c *Cluster) AddPod(pod *v1.Pod) (*v1.Pod, error) {
 	if p.CreationTimestamp.IsZero() {
 		p.CreationTimestamp = now
 	}
-	if p.Spec.NodeName != "" && !hasCondition(p, v1.PodScheduled) {
+	if stampScheduled && p.Spec.NodeName != "" && !hasCondition(p, v1.PodScheduled) {
 		setScheduled(p, now)
 	}
 	c.put(nil, p)

@@ -63,6 +63,19 @@ func TestPodsGetUIDsSchedulingTimeAndIndex(t *testing.T) {
 	assert.Len(t, on, 1)
 }
 
+func TestAddPodAsIsKeepsStatus(t *testing.T) {
+	c := cluster.New(testingclock.NewFakeClock(t0))
+	p, err := c.AddPodAsIs(pod("static", "n1"))
+	require.NoError(t, err)
+	assert.Equal(t, types.UID("uid-1"), p.UID)
+	assert.Empty(t, p.Status.Conditions, "a pod created bound got a PodScheduled condition")
+	on, err := c.PodsOnNode("n1")
+	require.NoError(t, err)
+	assert.Len(t, on, 1)
+	_, err = c.AddPodAsIs(pod("static", "n1"))
+	assert.True(t, apierrors.IsAlreadyExists(err), "got %v", err)
+}
+
 func TestDeletePodPreconditionsAndErrors(t *testing.T) {
 	ctx := context.Background()
 	c := cluster.New(testingclock.NewFakeClock(t0))

@@ -18,9 +18,11 @@
 //
 // Pods get a UID when added without one (uid-1, uid-2, … in order, so runs are
 // reproducible) and a PodScheduled condition whose LastTransitionTime is the
-// time they were bound to a node. NoExecute taints added through
+// time they were bound to a node ([Cluster.AddPodAsIs] leaves it out, as for
+// a pod created with its node name set). NoExecute taints added through
 // [Cluster.SetTaints] get a TimeAdded, as the node lifecycle controller sets
-// it.
+// it; [Cluster.UpdateNode] stores taints as given (kubelet's
+// --register-with-taints sets no TimeAdded).
 //
 // [Cluster.DeletePod] honours [metav1.Preconditions] UIDs: a UID that does not
 // match the stored pod fails with a Conflict error and deletes nothing. A

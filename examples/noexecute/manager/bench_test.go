@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/go-logr/logr/funcr"
+	"github.com/go-logr/logr"
+	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/noexecute/scale"
 )
@@ -27,7 +28,7 @@ func BenchmarkEvictAll(b *testing.B) {
 			for b.Loop() {
 				res, err := scale.Run(context.Background(), scale.Options{
 					Nodes: size.nodes, PodsPerNode: size.pods,
-					Logger: funcr.New(func(string, string) {}, funcr.Options{Verbosity: -1}),
+					Logger: ptr.To(logr.Discard()),
 				})
 				if err != nil {
 					b.Fatal(err)

@@ -61,8 +61,9 @@ type Config struct {
 	// dispatcher's retries. Nil means clock.RealClock{}.
 	Clock clock.Clock
 	// Logger receives the manager's logs and is passed to the queue and the
-	// dispatcher. The zero Logger means klog.Background().
-	Logger logr.Logger
+	// dispatcher. Nil means klog.Background(); a given Logger is used as is,
+	// so logr.Discard() silences the manager.
+	Logger *logr.Logger
 	// Matcher matches tolerations against taints. The zero Matcher matches
 	// as Kubernetes does with comparison operators off.
 	Matcher tolerations.Matcher

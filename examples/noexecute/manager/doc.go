@@ -31,7 +31,8 @@
 //   - EvictNow (a NoExecute taint is not tolerated, or a toleration ran out):
 //     schedule the eviction at once;
 //   - EvictAt: schedule it in a [timedqueue.TimedWorkerQueue] keyed by the
-//     pod's namespace and name, at the absolute deadline Decide gives;
+//     pod's namespace and name, at the absolute deadline Decide gives
+//     (unless an earlier one stands: see Time);
 //   - Never (no NoExecute taint, or every one tolerated forever): cancel any
 //     scheduled eviction, recording a "Cancelling deletion" event.
 //
@@ -41,14 +42,18 @@
 // The eviction (the timed queue's work func) re-checks everything when it
 // fires: it fetches the pod (gone: done), skips it if it is already
 // terminating, and decides again from its node's current taints and its
-// current tolerations. If there is no deadline any more it is dropped; if
-// the deadline is later, the pod is handed back to its node's shard, whose
-// handler schedules it again. It hands back rather than drops because nothing
-// else might: the handlers only run on changes, and a pod recreated under the
-// same name, whose events an informer may coalesce into one update, gets its
-// own countdown only this way. Only handlers schedule; a handler that decides
-// while an eviction is running withdraws that attempt and schedules anew, so
-// an attempt that read older objects cannot undo a newer decision. If the
+// current tolerations. If there is no deadline any more it is dropped. If
+// the deadline it fired for ended the countdown of a taint still on the
+// node, the pod goes, whatever its tolerations say now short of forever
+// (see Time). If there is a later deadline for another reason (a new pod
+// under the same name, or the taint went away and another ends later), the
+// pod is handed back to its node's shard, whose handler schedules it again.
+// It hands back rather than drops because nothing else might: the handlers
+// only run on changes, and a pod recreated under the same name, whose
+// events an informer may coalesce into one update, gets its own countdown
+// only this way. Only handlers schedule; a handler that decides while an
+// eviction is running withdraws that attempt and schedules anew, so an
+// attempt that read older objects cannot undo a newer decision. If the
 // eviction is due, it records a "Marking for deletion" event, sets the pod's
 // DisruptionTarget condition (reason DeletionByTaintManager) and deletes the
 // pod with a UID precondition set to the UID it just read: a pod recreated
@@ -60,11 +65,36 @@
 //
 // # Time
 //
-// Deadlines are restart-safe: each taint's countdown starts at
-// max(taint.TimeAdded, the pod's PodScheduled time), so a new Manager (after
-// a controller restart) computes the same deadlines and does not restart
-// anyone's countdown. All waiting is on the [clock.Clock] in [Config];
-// nothing reads the wall clock.
+// Each NoExecute taint's countdown starts at max(taint.TimeAdded, the pod's
+// PodScheduled time) and ends after the toleration's seconds; the pod is
+// evicted when the first countdown ends ([tolerations.Matcher.Decide]). When
+// a time is not recorded (a taint with no TimeAdded, as kubelet's
+// --register-with-taints sets it; a pod created with its node name set,
+// which has no PodScheduled condition), the manager uses the time it first
+// saw the taint on the node, or the pod on its node. So every countdown
+// ends, however often the pod is decided again.
+//
+// While a countdown runs, its deadline moves later only when its taint (key
+// and effect) leaves the node or the pod is replaced (new UID, or another
+// node): a longer tolerationSeconds does not postpone an eviction, as the
+// original keeps its first schedule, while a shorter one or a new, stricter
+// taint brings it earlier. Tolerating every taint forever, or the last
+// NoExecute taint leaving, cancels it.
+//
+// Deadlines are restart-safe: a new Manager (after a controller restart)
+// computes the same deadlines from the recorded times and does not restart
+// anyone's countdown, with one exception: a countdown whose start was not
+// recorded restarts from the new Manager's first sight, as the original's
+// countdowns all do. (A deadline kept despite a longer toleration is
+// recomputed from the current tolerations too.) All waiting is on the
+// [clock.Clock] in [Config]; nothing reads the wall clock.
+//
+// Memory: besides the eviction queue's entry, a pod with a scheduled eviction
+// costs one map entry (its name and 32 bytes), forgotten when the eviction is
+// cancelled or the pod, its node or the node's NoExecute taints go; a taint
+// with no TimeAdded costs a few words per node. The maps are rebuilt when
+// they shrink to a quarter of their peak, so a node failure's peak does not
+// stay.
 //
 // # Concurrency
 //

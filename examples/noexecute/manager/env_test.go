@@ -99,7 +99,7 @@ func (e *env) start(tweak ...func(*manager.Config)) {
 		Client:        e.c,
 		Recorder:      e.rec,
 		Clock:         e.clk,
-		Logger:        testLogger(e.t),
+		Logger:        ptr.To(testLogger(e.t)),
 		EvictionRetry: timedqueue.RetryPolicy{InitialBackoff: time.Second, MaxBackoff: time.Minute},
 	}
 	for _, f := range tweak {

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,23 +41,42 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 		case err != nil:
 			return fmt.Errorf("manager: get node %q: %w", pod.Spec.NodeName, err)
 		default:
-			taints = node.Spec.Taints
+			taints = m.countdowns.withRemembered(pod.Spec.NodeName, node.Spec.Taints)
 		}
 	}
 	now := m.clock.Now()
-	boundAt, _ := tolerations.PodBoundAt(pod)
+	e, ok := m.countdowns.pod(key)
+	if ok && e.pod != m.countdowns.podHash(pod.UID, pod.Spec.NodeName) {
+		ok = false // another pod's (or on another node): nothing of it counts
+	}
+	boundAt, known := tolerations.PodBoundAt(pod)
+	if !known && ok && e.seen != 0 {
+		boundAt = fromUnixNano(e.seen, now.Location())
+	}
 	d := m.cfg.Matcher.Decide(taints, pod.Spec.Tolerations, boundAt, now)
-	switch d.Action {
-	case tolerations.Never:
+	// A deadline that has come for a taint still on the node is owed,
+	// whatever the pod's tolerations say now (short of forever): a longer
+	// toleration does not postpone an eviction.
+	owed := ok && e.at != 0 && e.at <= now.UnixNano() && m.countdowns.hasTaint(taints, e.taint)
+	var reason any = d // a fmt.Stringer, formatted only if logged
+	switch {
+	case d.Action == tolerations.Never:
 		// The taints went away, or the tolerations changed, and the handler
 		// that cancels this eviction has not run yet (or was coalesced away).
+		if ok {
+			m.countdowns.forgetPodIf(key, e)
+		}
 		m.stats.dropped.Add(1)
 		m.log.V(2).Info("Eviction no longer due, dropping it", "pod", key)
 		m.event(key, pod.UID, "Cancelling deletion of Pod %s", key)
 		return nil
-	case tolerations.EvictAt:
-		// Not due yet: typically a pod recreated under the same name, whose
-		// countdown started when it was bound. Hand it back to its node's
+	case d.Action == tolerations.EvictAt && owed:
+		reason = fmt.Sprintf("deadline %s kept (tolerations now allow %s)",
+			fromUnixNano(e.at, now.Location()).Format(time.RFC3339Nano), d.At.Format(time.RFC3339Nano))
+	case d.Action == tolerations.EvictAt:
+		// Not due: a pod recreated under the same name, whose countdown
+		// started when it was bound, or a taint whose countdown this was
+		// went away and another ends later. Hand it back to its node's
 		// shard, whose handler schedules it (after this attempt returns, if
 		// it is still running then). Only handlers schedule: an attempt
 		// rescheduling itself from what it read could undo a newer decision
@@ -67,7 +87,7 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 		return nil
 	}
 
-	m.log.V(2).Info("Deleting pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", d.String())
+	m.log.V(2).Info("Deleting pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason)
 	// Recorded on every attempt, retries included, as each attempt decides
 	// afresh that the pod must go (a retry may be for a recreated pod).
 	m.event(key, pod.UID, "Marking for deletion Pod %s", key)
@@ -90,10 +110,8 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	switch {
 	case err == nil:
 		m.stats.evicted.Add(1)
-		return nil
 	case apierrors.IsNotFound(err):
 		m.stats.gone.Add(1)
-		return nil
 	case apierrors.IsConflict(err):
 		// Recreated under the same name: the retry reads the new pod and
 		// decides for it afresh (most likely: not due yet, rescheduled).
@@ -101,6 +119,12 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	default:
 		return fmt.Errorf("manager: evict pod %s: %w", key, err)
 	}
+	// The pod is gone; so is its countdown (its delete event would say so
+	// too, but an informer may coalesce it with a new pod's add).
+	if ok {
+		m.countdowns.forgetPodIf(key, e)
+	}
+	return nil
 }
 
 // evictionFailed is the eviction queue's failure hook: the retries of an

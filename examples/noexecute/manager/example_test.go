@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
+	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
@@ -28,7 +28,7 @@ func Example() {
 		PodsOnNode: c.PodsOnNode,
 		Client:     c,
 		Clock:      clk,
-		Logger:     funcr.New(func(string, string) {}, funcr.Options{Verbosity: -1}), // quiet
+		Logger:     ptr.To(logr.Discard()), // quiet
 		TrackIdle:  true,
 	})
 	if err != nil {

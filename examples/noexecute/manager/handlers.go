@@ -34,6 +34,7 @@ func (m *Manager) handleNode(_ context.Context, name string) error {
 	}
 	if len(taints) == 0 {
 		// The short cut of the original: nothing to decide, only cancel.
+		m.countdowns.forgetNode(name)
 		for _, pod := range pods {
 			m.cancel(podKey(pod), "node has no NoExecute taints")
 			m.handOverIfReplaced(podKey(pod), pod.UID, name)
@@ -41,6 +42,9 @@ func (m *Manager) handleNode(_ context.Context, name string) error {
 		return nil
 	}
 	now := m.clock.Now()
+	// Once per node, not per pod: taints is our copy, which every pod's
+	// decision reads.
+	m.countdowns.observeTaints(name, taints, now)
 	for _, pod := range pods {
 		m.reconcile(pod, name, taints, now)
 		m.handOverIfReplaced(podKey(pod), pod.UID, name)
@@ -77,9 +81,12 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 		taints = tolerations.GetNoExecuteTaints(node.Spec.Taints)
 	}
 	if len(taints) == 0 {
+		m.countdowns.forgetNode(u.NodeName)
 		m.cancel(u.key(), "node has no NoExecute taints")
 	} else {
-		m.reconcile(pod, u.NodeName, taints, m.clock.Now())
+		now := m.clock.Now()
+		m.countdowns.observeTaints(u.NodeName, taints, now)
+		m.reconcile(pod, u.NodeName, taints, now)
 	}
 	m.handOverIfReplaced(u.key(), pod.UID, u.NodeName)
 	return nil
@@ -103,23 +110,47 @@ func (m *Manager) handOverIfReplaced(key types.NamespacedName, uid types.UID, no
 }
 
 // reconcile schedules, moves or cancels the eviction of pod, which is on a
-// node with the given NoExecute taints.
+// node with the given NoExecute taints, whose unknown TimeAdded times
+// observeTaints has filled in.
 func (m *Manager) reconcile(pod *v1.Pod, nodeName string, taints []v1.Taint, now time.Time) {
 	key := podKey(pod)
-	boundAt, _ := tolerations.PodBoundAt(pod) // unknown: zero, which Decide reads as now
-	d := m.cfg.Matcher.Decide(taints, pod.Spec.Tolerations, boundAt, now)
-	switch d.Action {
-	case tolerations.Never:
-		m.cancel(key, "pod tolerates the node's NoExecute taints forever")
-	case tolerations.EvictNow:
-		if d.Untolerated {
-			m.log.V(2).Info("Pod does not tolerate a NoExecute taint", "pod", key, "node", nodeName, "taint", d.Taint.ToString())
-		}
-		m.schedule(key, now, d.At, now)
-	case tolerations.EvictAt:
-		m.log.V(4).Info("Pod tolerates the node's NoExecute taints until", "pod", key, "node", nodeName, "at", d.At, "taint", d.Taint.ToString())
-		m.schedule(key, now, d.At, now)
+	id := m.countdowns.podHash(pod.UID, nodeName)
+	e, ok := m.countdowns.pod(key)
+	if !ok || e.pod != id {
+		// Nothing of another pod's (or this pod's on another node) counts.
+		e = podCountdown{pod: id}
 	}
+	boundAt, known := tolerations.PodBoundAt(pod)
+	switch {
+	case known:
+		e.seen = 0
+	case e.seen == 0:
+		e.seen = now.UnixNano() // first sight
+		boundAt = now
+	default:
+		boundAt = fromUnixNano(e.seen, now.Location())
+	}
+	d := m.cfg.Matcher.Decide(taints, pod.Spec.Tolerations, boundAt, now)
+	if d.Action == tolerations.Never {
+		m.cancel(key, "pod tolerates the node's NoExecute taints forever")
+		return
+	}
+	at, taint := d.At, m.countdowns.taintHash(&d.Taint)
+	switch {
+	case e.at != 0 && at.UnixNano() > e.at && m.countdowns.hasTaint(taints, e.taint):
+		// The deadline scheduled before ends the countdown of a taint that
+		// is still there: it stands (a longer toleration does not postpone
+		// an eviction).
+		at, taint = fromUnixNano(e.at, now.Location()), e.taint
+		m.log.V(4).Info("Keeping the earlier deadline of a taint still on the node", "pod", key, "node", nodeName, "at", at, "decided", d.At)
+	case d.Untolerated:
+		m.log.V(2).Info("Pod does not tolerate a NoExecute taint", "pod", key, "node", nodeName, "taint", d.Taint.ToString())
+	default:
+		m.log.V(4).Info("Pod tolerates the node's NoExecute taints until", "pod", key, "node", nodeName, "at", at, "taint", d.Taint.ToString())
+	}
+	e.at, e.taint = at.UnixNano(), taint
+	m.countdowns.setPod(key, e)
+	m.schedule(key, now, at, now)
 }
 
 // schedule makes sure the eviction of key is scheduled at fireAt, decided
@@ -143,22 +174,20 @@ func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time
 		// Already due (perhaps backing off after a failed delete). Moving
 		// it to another past instant would only reset its backoff.
 	default:
-		// UpdateWork schedules an absent key and moves a scheduled one,
-		// earlier or later; the same fireAt changes nothing. Deadlines
-		// counted from a taint's TimeAdded and the pod's PodScheduled time
-		// are the same at every decision, so repeating one is a no-op. Two
-		// kinds depend on when the handler ran: "evict now" (fireAt is now;
-		// harmless, a due eviction is left alone above) and a pod with no
-		// PodScheduled condition, whose countdown starts at now, so each
-		// decision for it moves its deadline later.
+		// UpdateWork schedules an absent key and moves a scheduled one;
+		// the same fireAt changes nothing. reconcile has already applied
+		// the rule for moving a deadline later, and deadlines are counted
+		// from remembered times, so repeating a decision is a no-op.
 		if m.evictions.UpdateWork(key, createdAt, fireAt) {
 			m.idle.scheduled(key)
 		}
 	}
 }
 
-// cancel cancels the scheduled eviction of key, if any, with an event.
+// cancel cancels the scheduled eviction of key, if any, with an event, and
+// forgets its countdown.
 func (m *Manager) cancel(key types.NamespacedName, why string) {
+	m.countdowns.forgetPod(key)
 	if !m.evictions.CancelWork(key) {
 		return
 	}

@@ -54,9 +54,10 @@ type Manager struct {
 	dispatcher *sharding.Dispatcher[string, podUpdate]
 	evictions  *timedqueue.TimedWorkerQueue[types.NamespacedName]
 
-	idle    *idleTracker // nil unless Config.TrackIdle
-	stats   stats
-	started atomic.Bool
+	countdowns *countdowns
+	idle       *idleTracker // nil unless Config.TrackIdle
+	stats      stats
+	started    atomic.Bool
 }
 
 // New returns a Manager for cfg, or an error naming the first invalid field.
@@ -67,11 +68,13 @@ func New(cfg Config) (*Manager, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, clock: cfg.Clock, log: cfg.Logger}
+	m := &Manager{cfg: cfg, clock: cfg.Clock, countdowns: newCountdowns()}
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
 	}
-	if m.log.GetSink() == nil {
+	if cfg.Logger != nil {
+		m.log = *cfg.Logger
+	} else {
 		m.log = klog.Background()
 	}
 	m.log = m.log.WithName("noexecute")

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
@@ -529,6 +531,32 @@ func TestNewValidatesConfig(t *testing.T) {
 			assert.EqualError(t, err, tc.want)
 		})
 	}
+}
+
+// A given logger is used as is: it gets the manager's logs. logr.Discard()
+// (which equals the zero Logger) is a logger like any other.
+func TestGivenLoggerIsUsedAsIs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var lines []string
+		l := funcr.New(func(prefix, args string) {
+			mu.Lock()
+			defer mu.Unlock()
+			lines = append(lines, prefix+" "+args)
+		}, funcr.Options{})
+		e := newEnv(t, func(c *manager.Config) { c.Logger = &l })
+		e.stopManager()
+		mu.Lock()
+		require.NotEmpty(t, lines)
+		assert.Contains(t, lines[0], "Starting NoExecute taint manager")
+		mu.Unlock()
+
+		e.start(func(c *manager.Config) { c.Logger = ptr.To(logr.Discard()) })
+		e.addNode("n1")
+		e.addPod("p", "n1", nil)
+		e.taint("n1")
+		assert.False(t, e.exists("p"))
+	})
 }
 
 func TestRunTwiceAndShutdown(t *testing.T) {

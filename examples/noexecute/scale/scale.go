@@ -22,8 +22,9 @@ import (
 type Options struct {
 	Nodes       int
 	PodsPerNode int
-	// Logger is the manager's logger. The zero Logger means klog's default.
-	Logger logr.Logger
+	// Logger is the manager's logger. Nil means klog.Background(); a given
+	// Logger is used as is.
+	Logger *logr.Logger
 	// Progress, if not nil, is called with the number of pods evicted so
 	// far: about once a second of wall-clock time, when half the pods are
 	// evicted and when all are, so that even a short run reports. Calls
