@@ -67,48 +67,43 @@ type Config[H, L comparable] struct {
 	MaxHighBurst int
 
 	// Logger receives the dispatcher's logs: failures (V(2)), panics and
-	// drops (errors), the number of items dropped at shutdown. The zero
-	// Logger means klog.Background().
-	//
-	// logr.Discard() equals the zero Logger, so it too means
-	// klog.Background(). To silence the dispatcher, pass
-	// funcr.New(func(_, _ string) {}, funcr.Options{}) (package
-	// github.com/go-logr/logr/funcr).
-	Logger logr.Logger
+	// drops (errors), the number of items dropped at shutdown. Nil means
+	// klog.Background(); a given logger is used as is, so &logr.Discard()
+	// silences the dispatcher.
+	Logger *logr.Logger
 
 	// Metrics creates the per-lane metrics when New runs. Nil means no
 	// metrics.
 	Metrics MetricsProvider
 
-	// OnDrop, if not nil, is called once for every item the dispatcher gives
-	// up on, with the reason in Drop.Err. It is called with no lock of the
-	// dispatcher held, on the goroutine that gave up: the shard's worker
-	// after the last failed attempt, the goroutine running Run for items
-	// still queued or waiting for a retry at shutdown, and the goroutine
-	// calling AddHigh/AddLow for items added after the dispatcher stopped
-	// (during Run's shutdown or after it returned) or whose key
-	// func panicked. It must not block; a panic in it is recovered and
-	// logged. It may call AddHigh and AddLow.
-	//
-	// A hook that re-adds what was dropped must skip drops whose Err is
-	// ErrStopped (errors.Is(drop.Err, ErrStopped)): once the dispatcher
-	// stopped, an add is dropped at once, on the caller's goroutine, and
-	// calls OnDrop again from inside the hook, so a hook that always
-	// re-adds recurses until the stack overflows, a fatal crash.
+	// OnDrop, if not nil, is called once for every item the dispatcher
+	// accepted and then gave up on, with the reason in Drop.Err: on the
+	// shard's worker after the item's last failed attempt, and on the
+	// goroutine running Run for the items still queued or waiting for a
+	// retry at shutdown. It is called with no lock of the dispatcher held.
+	// It must not block; a panic in it is recovered and logged. It may call
+	// AddHigh and AddLow: an add the dispatcher refuses (after it stopped,
+	// an invalid item, a panicking key func) is counted in the drops metric
+	// and logged but never passed to OnDrop, so a hook that re-adds
+	// everything it is given terminates.
 	OnDrop func(Drop[H, L])
 }
 
 // ErrStopped is the reason (Drop.Err) given for items dropped because the
 // dispatcher stopped: still queued or waiting for a retry when Run's context
-// was done, or added after the dispatcher stopped. An OnDrop hook that
-// re-adds items must not re-add these; see Config.OnDrop.
+// was done.
 var ErrStopped = errors.New("sharding: dispatcher stopped")
 
-// ErrInvalidItem is the reason (Drop.Err) given for an item that cannot be
-// tracked: its value is not comparable (an interface holding a slice, map or
-// func) or not equal to itself (a floating-point NaN, or a value holding
-// one). Such an item could never be found again to dedupe, retry or release,
-// so AddHigh and AddLow drop it at once rather than panic or leak.
+// ErrGoexit is the error of a handler attempt that called runtime.Goexit (as
+// t.FailNow does): the attempt failed as if the handler had returned
+// ErrGoexit, and the shard goes on with a new worker goroutine.
+var ErrGoexit = errors.New("sharding: handler called runtime.Goexit")
+
+// ErrInvalidItem is the error logged when AddHigh or AddLow refuses an item
+// that cannot be tracked: its value is not comparable (an interface holding
+// a slice, map or func) or not equal to itself (a floating-point NaN, or a
+// value holding one). Such an item could never be found again to dedupe,
+// retry or release, so it is dropped and counted rather than panic or leak.
 var ErrInvalidItem = errors.New("sharding: item is not comparable or not equal to itself")
 
 // Drop describes an item a dispatcher gave up on; see Config.OnDrop.
@@ -122,10 +117,9 @@ type Drop[H, L comparable] struct {
 	// since it was last (re)queued by an add; 0 if it never failed. An
 	// attempt that failed once Run's context was done is not counted.
 	Attempts int
-	// Err says why: it wraps the last handler error (a *PanicError for a
-	// panic) when the retries ran out; it is a *PanicError when the key func
-	// panicked, ErrInvalidItem for an item that cannot be tracked, and
-	// ErrStopped when the dispatcher stopped.
+	// Err says why: ErrStopped, or, when the retries ran out, an error
+	// wrapping the last attempt's error (a *PanicError for a panic,
+	// ErrGoexit for a runtime.Goexit).
 	Err error
 }
 

@@ -81,7 +81,6 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 		clock:    cfg.Clock,
 		retry:    cfg.Retry.withDefaults(),
 		maxBurst: cfg.MaxHighBurst,
-		log:      cfg.Logger,
 		onDrop:   cfg.OnDrop,
 		rwake:    make(chan struct{}, 1),
 	}
@@ -89,7 +88,9 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 	if d.clock == nil {
 		d.clock = clock.RealClock{}
 	}
-	if d.log.IsZero() {
+	if cfg.Logger != nil {
+		d.log = *cfg.Logger
+	} else {
 		d.log = klog.Background()
 	}
 	d.log = d.log.WithName("sharding")
@@ -138,10 +139,11 @@ func (d *Dispatcher[H, L]) AddHigh(item H) { add(d, &d.high, item) }
 func (d *Dispatcher[H, L]) AddLow(item L) { add(d, &d.low, item) }
 
 func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
+	// A refused add is counted and logged, never passed to OnDrop: a hook
+	// that re-adds what it is given would otherwise recurse without end.
 	if !validItem(item) {
 		rt.m.drops.Inc()
 		d.log.Error(ErrInvalidItem, "Dropping item", "lane", rt.lane)
-		d.reportDrop(rt.drop(item, 0, ErrInvalidItem))
 		return
 	}
 	key, err := shardKey(rt.key, item)
@@ -149,7 +151,6 @@ func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
 		rt.m.drops.Inc()
 		d.log.Error(err, "Dropping item: shard key func panicked", "lane", rt.lane, "item", item,
 			"stack", string(err.(*PanicError).Stack))
-		d.reportDrop(rt.drop(item, 0, err))
 		return
 	}
 	// A retry that came due before this add is queued first: FIFO.
@@ -160,7 +161,6 @@ func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
 		s.mu.Unlock()
 		rt.m.drops.Inc()
 		d.log.V(2).Info("Dropping item added after the dispatcher stopped", "lane", rt.lane, "item", item)
-		d.reportDrop(rt.drop(item, 0, ErrStopped))
 		return
 	}
 	queued := rt.of(s).add(item)
@@ -215,15 +215,32 @@ func (d *Dispatcher[H, L]) Run(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	for i := range d.shards {
-		wg.Go(func() { d.work(ctx, i) })
+		wg.Go(func() { d.work(ctx, &wg, i) })
 	}
 	wg.Go(func() { d.retryLoop(ctx) })
 	wg.Wait()
 	d.stop()
 }
 
-// work is the worker of shard idx.
-func (d *Dispatcher[H, L]) work(ctx context.Context, idx int) {
+// work runs the worker of shard idx until ctx is done.
+func (d *Dispatcher[H, L]) work(ctx context.Context, wg *sync.WaitGroup, idx int) {
+	// A handler or hook that calls runtime.Goexit (t.FailNow does) ends
+	// this goroutine in the middle of the loop, with the attempt already
+	// settled by handle. A replacement takes over the shard. It is added to
+	// wg before this goroutine's own wg.Done runs (that deferred call comes
+	// last), so Run's Wait covers it.
+	returned := false
+	defer func() {
+		if !returned {
+			wg.Go(func() { d.work(ctx, wg, idx) })
+		}
+	}()
+	d.workLoop(ctx, idx)
+	returned = true
+}
+
+// workLoop takes and handles the items of shard idx until ctx is done.
+func (d *Dispatcher[H, L]) workLoop(ctx context.Context, idx int) {
 	s := d.shards[idx]
 	done := ctx.Done()
 	for {
@@ -262,14 +279,32 @@ func (d *Dispatcher[H, L]) work(ctx context.Context, idx int) {
 }
 
 // handle runs one attempt of item, taken from lane rt of shard idx, and
-// records its end.
+// settles it.
 func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx int, rt *laneRT[H, L, T], item T) {
 	rt.m.depth.Dec()
 	var start time.Time
 	if rt.m.timed {
 		start = d.clock.Now()
 	}
+	// A flag and a deferred check, rather than a goroutine per call, tell
+	// a runtime.Goexit in the handler from a return: deferred calls still
+	// run during a Goexit, and debug.Stack there shows the handler's frames.
+	returned := false
+	defer func() {
+		if !returned {
+			d.log.Error(ErrGoexit, "Handler called runtime.Goexit", "lane", rt.lane, "item", item,
+				"stack", string(debug.Stack()))
+			settle(ctx, d, idx, rt, item, start, ErrGoexit)
+		}
+	}()
 	err := callHandler(ctx, rt.handle, item)
+	returned = true
+	settle(ctx, d, idx, rt, item, start, err)
+}
+
+// settle records the end of an attempt of item that returned err: it frees
+// the item, requeues it, schedules its retry or drops it.
+func settle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx int, rt *laneRT[H, L, T], item T, start time.Time, err error) {
 	// end is read before anything else is reported, so a retry's due time
 	// never depends on when the metrics or the log were called: a clock
 	// step made after the retries counter moved is seen by the retry.
