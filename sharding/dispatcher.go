@@ -14,10 +14,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Dispatcher hands items to a fixed set of workers, one per shard, routed by
-// the FNV-1a hash of their shard key. Each worker handles its shard's items
-// one at a time, queued high items before queued low items, each lane in FIFO
-// order. See the package documentation for the full model.
+// Dispatcher hands items to one worker per shard; see the package
+// documentation for the model.
 //
 // A Dispatcher is safe for concurrent use by multiple goroutines. The zero
 // value is not usable; call [New].
@@ -63,10 +61,8 @@ type laneRT[H, L, T comparable] struct {
 }
 
 // New returns a Dispatcher for cfg, or an error naming the first invalid
-// field: a nil HandleHigh, HandleLow, HighKey or LowKey, a negative Shards,
-// MaxHighBurst or Retry field, or a Shards above MaxShards. It never panics
-// on a bad config. Items may be added at once; they are
-// handled once [Dispatcher.Run] is called.
+// field. Items may be added at once; they are handled once [Dispatcher.Run]
+// is called.
 func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -120,22 +116,17 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 	return d, nil
 }
 
-// AddHigh adds a high-priority item. If the item is neither queued, being
-// handled nor waiting for a retry, it is queued at the back of its shard's
-// high lane; if it is queued, nothing changes; if it is being handled, it is
-// queued once more when that handling ends; if it waits for a retry, the retry
-// is cancelled and it is queued now, its attempts reset.
+// AddHigh adds a high-priority item, with the effect the package's model
+// gives. It never blocks on a worker or handler, and may be called from
+// handlers and hooks.
 //
-// AddHigh never blocks on a worker or handler: it takes its shard's mutex for
-// O(1) work (amortised), and calls Config.HighKey. After Run has returned,
-// the item is dropped and reported with ErrStopped; an item that is not equal
-// to itself (NaN) or not comparable is dropped and reported with
-// ErrInvalidItem. It may be called from handlers and hooks.
+// An add is refused, counted in the drops metric and logged, never passed to
+// Config.OnDrop, once Run has begun dropping items at shutdown, for an item
+// that is not comparable or not equal to itself ([ErrInvalidItem]), and when
+// the key func panics.
 func (d *Dispatcher[H, L]) AddHigh(item H) { add(d, &d.high, item) }
 
-// AddLow adds a low-priority item, as [Dispatcher.AddHigh] does for high
-// ones. A low item is handled only when no high item is queued for its shard
-// (or, with Config.MaxHighBurst N > 0, after N high items in a row).
+// AddLow adds a low-priority item, as [Dispatcher.AddHigh] does a high one.
 func (d *Dispatcher[H, L]) AddLow(item L) { add(d, &d.low, item) }
 
 func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
@@ -166,6 +157,8 @@ func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
 	queued := rt.of(s).add(item)
 	s.mu.Unlock()
 	if queued {
+		// Metrics are called after the unlock, so a worker's Dec can
+		// overtake this Inc: the gauge may read one low for a moment.
 		rt.m.depth.Inc()
 		s.signal()
 	}
@@ -181,10 +174,9 @@ func shardKey[T any](key func(T) string, item T) (k string, err error) {
 	return key(item), nil
 }
 
-// Len returns the number of items queued and not yet started, over both
-// lanes and all shards. Items being handled or waiting for a retry are not
-// counted. Len is O(Shards); shards are counted one after another, so under
-// concurrent adds the sum is not a snapshot of one instant.
+// Len returns the number of items queued, over both lanes and all shards:
+// not those being handled or waiting for a retry. It is O(Shards) and, under
+// concurrent adds, not a snapshot of one instant.
 func (d *Dispatcher[H, L]) Len() int {
 	n := 0
 	for _, s := range d.shards {
@@ -195,17 +187,12 @@ func (d *Dispatcher[H, L]) Len() int {
 	return n
 }
 
-// Run starts one worker goroutine per shard and one retry-timer goroutine,
-// and blocks until ctx is done. Then it stops: workers take no new item, the
-// ctx every running handler got is done (it is ctx, or derived from it), and
-// Run waits until every handler and both kinds of goroutine have returned.
-// Last, it drops the items still queued or waiting for a retry, counting and
-// reporting each (Config.OnDrop, with ErrStopped) and logging their number.
-// A handler that fails (returns an error or panics) once ctx is done is not
-// counted as a failed attempt nor retried: its item is dropped the same way,
-// with ErrStopped.
-// The return of every handler happens before Run returns; an item added
-// after Run returned is dropped at once.
+// Run handles items until ctx is done. Then workers take no new item, running
+// handlers see their ctx done, and Run waits for them: the return of every
+// handler, and of every goroutine Run started, happens before Run returns. A handler that fails once ctx is done
+// is not counted as an attempt nor retried. Last, Run drops the items still
+// queued or waiting for a retry, each counted and passed to Config.OnDrop
+// with [ErrStopped], and logs their number.
 //
 // Run may be called once. A second call logs an error and returns at once.
 func (d *Dispatcher[H, L]) Run(ctx context.Context) {
