@@ -14,11 +14,9 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Dispatcher hands items to one worker per shard; see the package
-// documentation for the model.
-//
-// A Dispatcher is safe for concurrent use by multiple goroutines. The zero
-// value is not usable; call [New].
+// Dispatcher hands items to one worker per shard, as the package
+// documentation describes. It is safe for concurrent use by multiple
+// goroutines. The zero value is not usable; call [New].
 type Dispatcher[H, L comparable] struct {
 	shards   []*shard[H, L]
 	n        uint32 // len(shards)
@@ -120,10 +118,10 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 // gives. It never blocks on a worker or handler, and may be called from
 // handlers and hooks.
 //
-// An add is refused, counted in the drops metric and logged, never passed to
-// Config.OnDrop, once Run has begun dropping items at shutdown, for an item
-// that is not comparable or not equal to itself ([ErrInvalidItem]), and when
-// the key func panics.
+// AddHigh refuses the item (counts it in the drops metric and logs it, but
+// never passes it to Config.OnDrop) once Run is dropping items at shutdown
+// or has returned, if the item is not comparable or not equal to itself
+// ([ErrInvalidItem]), or if HighKey panics.
 func (d *Dispatcher[H, L]) AddHigh(item H) { add(d, &d.high, item) }
 
 // AddLow adds a low-priority item, as [Dispatcher.AddHigh] does a high one.
@@ -273,18 +271,27 @@ func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 	if rt.m.timed {
 		start = d.clock.Now()
 	}
-	// A flag and a deferred check, rather than a goroutine per call, tell
-	// a runtime.Goexit in the handler from a return: deferred calls still
-	// run during a Goexit, and debug.Stack there shows the handler's frames.
+	// One deferred call, and a flag rather than a goroutine per call, tells
+	// a return from a panic and from a runtime.Goexit: deferred calls run in
+	// both, recover returns nil only in the second, and debug.Stack there
+	// shows the handler's frames. A panic is recovered, so handle returns
+	// normally; a Goexit goes on, and work replaces this goroutine.
 	returned := false
 	defer func() {
-		if !returned {
-			d.log.Error(ErrGoexit, "Handler called runtime.Goexit", "lane", rt.lane, "item", item,
-				"stack", string(debug.Stack()))
-			settle(ctx, d, idx, rt, item, start, ErrGoexit)
+		if returned {
+			return
 		}
+		var err error
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		} else {
+			err = ErrGoexit
+			d.log.Error(err, "Handler called runtime.Goexit", "lane", rt.lane, "item", item,
+				"stack", string(debug.Stack()))
+		}
+		settle(ctx, d, idx, rt, item, start, err)
 	}()
-	err := callHandler(ctx, rt.handle, item)
+	err := rt.handle(ctx, item)
 	returned = true
 	settle(ctx, d, idx, rt, item, start, err)
 }
@@ -343,16 +350,6 @@ func settle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 		d.log.Error(err, "Dropping item", "lane", rt.lane, "item", item)
 		d.reportDrop(rt.drop(item, attempts, err))
 	}
-}
-
-// callHandler calls fn, turning a panic into a *PanicError.
-func callHandler[T any](ctx context.Context, fn func(context.Context, T) error, item T) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
-		}
-	}()
-	return fn(ctx, item)
 }
 
 // reportDrop calls the OnDrop hook, if any, recovering a panic.

@@ -3,7 +3,6 @@ package sharding_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -61,11 +60,10 @@ func TestHandlerGoexitFailsAttemptAndShardGoesOn(t *testing.T) {
 }
 
 // A Goexit in the OnDrop hook, called on the worker after an item's last
-// attempt, and one in the handler of that attempt too, do not stop the
-// shard either.
+// attempt, does not stop the shard either, however that attempt failed.
 func TestGoexitInOnDropOnWorkerShardGoesOn(t *testing.T) {
-	for _, inHandler := range []bool{false, true} {
-		t.Run(fmt.Sprint("alsoInHandler=", inHandler), func(t *testing.T) {
+	for _, how := range []string{"error", "panic", "Goexit"} {
+		t.Run("handler "+how, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newEnv()
 				cfg := e.config()
@@ -73,7 +71,10 @@ func TestGoexitInOnDropOnWorkerShardGoesOn(t *testing.T) {
 				cfg.HandleLow = func(_ context.Context, p string) error {
 					e.record("L:" + p)
 					if p == "x/bad" {
-						if inHandler {
+						switch how {
+						case "panic":
+							panic("failed")
+						case "Goexit":
 							runtime.Goexit()
 						}
 						return errors.New("failed")

@@ -18,7 +18,7 @@ const (
 // each next one twice as long, capped at MaxBackoff, with no jitter. After
 // MaxAttempts attempts in all, the item is dropped.
 //
-// Zero fields take the defaults above. New rejects negative values, and a
+// Zero fields take the Default constants. New rejects negative values, and a
 // MaxBackoff below InitialBackoff when both are set.
 type RetryPolicy struct {
 	// MaxAttempts counts the first: 1 means no retry.
