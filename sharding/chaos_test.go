@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -228,7 +229,7 @@ func chaos(t *testing.T, seed uint64) {
 		}
 	}
 
-	metrics := newFakeLaneMetrics()
+	metrics := new(fakeLaneMetrics)
 	quiet := logr.Discard()
 	var err error
 	d, err = New(Config[string, string]{
@@ -355,15 +356,13 @@ func chaos(t *testing.T, seed uint64) {
 }
 
 // probe reports whether item is one of phase 2's, which always succeed.
-func probe(item string) bool { return len(item) > 5 && item[:5] == "probe" }
+func probe(item string) bool { return strings.HasPrefix(item, "probe") }
 
 // fakeLaneMetrics counts depth and drops per lane.
 type fakeLaneMetrics struct {
 	mu           sync.Mutex
 	depth, drops [2]int
 }
-
-func newFakeLaneMetrics() *fakeLaneMetrics { return &fakeLaneMetrics{} }
 
 type laneCounter struct {
 	m *fakeLaneMetrics
