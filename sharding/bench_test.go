@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
+	"github.com/go-logr/logr"
 
 	"github.com/taintkit/taintkit/sharding"
 )
@@ -175,8 +175,8 @@ func (b *baseline[H, L]) worker(ctx context.Context, i int) {
 	}
 }
 
-// quiet discards the dispatcher's logs (logr.Discard() would mean klog).
-var quiet = funcr.New(func(string, string) {}, funcr.Options{})
+// quiet discards the dispatcher's logs.
+var quiet = logr.Discard()
 
 // runner is what both implementations offer the benchmarks.
 type runner interface {
@@ -222,7 +222,7 @@ func BenchmarkThroughput(b *testing.B) {
 				done := make(chan struct{})
 				cfg := sharding.Config[int, int]{
 					Shards:  sharding.DefaultShards,
-					Logger:  quiet,
+					Logger:  &quiet,
 					HighKey: func(i int) string { return ks[i%nkeys] },
 					LowKey:  func(i int) string { return ks[i%nkeys] },
 					HandleHigh: func(context.Context, int) error {
@@ -298,7 +298,7 @@ func BenchmarkSlowShard(b *testing.B) {
 						return nil
 					}
 					r := impl.make(sharding.Config[int, int]{
-						Shards: shards, Logger: quiet, HighKey: key, LowKey: key, HandleHigh: handle, HandleLow: handle,
+						Shards: shards, Logger: &quiet, HighKey: key, LowKey: key, HandleHigh: handle, HandleLow: handle,
 					})
 					ctx, cancel := context.WithCancel(context.Background())
 					runDone := make(chan struct{})

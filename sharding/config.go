@@ -9,132 +9,89 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// DefaultShards is the number of shards, and so of workers, when
-// Config.Shards is zero. It matches the taint manager's eight workers.
-const DefaultShards = 8
-
-// MaxShards is the largest Config.Shards New accepts. Every shard costs a
-// worker goroutine and its queues, so more shards than this would only waste
-// memory; larger values make New fail.
-const MaxShards = 1 << 16
+// DefaultShards is the number of shards when Config.Shards is zero, as in
+// the taint manager; MaxShards is the largest number New accepts.
+const (
+	DefaultShards = 8
+	MaxShards     = 1 << 16
+)
 
 // Config configures a [Dispatcher]. HighKey, LowKey, HandleHigh and
-// HandleLow are required; every other field has a usable zero value, stated
-// on the field.
+// HandleLow are required; the other fields' zero values are stated on them.
 type Config[H, L comparable] struct {
-	// Shards is the number of shards, each served by one worker goroutine.
-	// Zero means DefaultShards; negative values and values above MaxShards
-	// make New fail.
+	// Shards is the number of shards. Zero means DefaultShards; New rejects
+	// negative values and values above MaxShards.
 	Shards int
 
-	// HighKey returns the shard key of a high-priority item, LowKey that of
-	// a low-priority item. Items with equal shard keys go to the same shard
-	// and are never handled at the same time (in the taint manager a pod's
-	// key is its node's name, so a node and its pods never race). They are
-	// called by AddHigh and AddLow on the caller's goroutine and should be
-	// fast; a panic in them is recovered and the item dropped and reported.
-	//
-	// Each must return the same key for equal items for the dispatcher's
-	// whole lifetime: an item whose key changes can sit in two shards at
-	// once and then be handled concurrently with itself. If an item's key
-	// can change (a pod moving to another node), make the key part of the
-	// item.
+	// HighKey and LowKey return an item's shard key: items with equal keys
+	// share a shard and are never handled at once. They run on the adding
+	// goroutine and must give equal items the same key for the dispatcher's
+	// lifetime, or an item can race with itself: if an item's key can
+	// change, make the key part of the item.
 	HighKey func(H) string
 	LowKey  func(L) string
 
-	// HandleHigh and HandleLow handle one item. They run on the shard's
-	// worker goroutine, with no lock of the dispatcher held, so they may call
-	// AddHigh and AddLow. ctx is cancelled when Run's context is done. A
-	// non-nil error, or a panic (recovered and logged with its stack), is a
-	// failure and is retried as Retry says.
+	// HandleHigh and HandleLow handle one item on its shard's worker. ctx
+	// is done once Run's is. An attempt fails if it returns an error,
+	// panics (a *PanicError, logged with its stack) or calls runtime.Goexit
+	// ([ErrGoexit]).
 	HandleHigh func(ctx context.Context, item H) error
 	HandleLow  func(ctx context.Context, item L) error
 
-	// Clock is the source of time for retry backoffs and handler latency.
-	// Nil means clock.RealClock{}.
-	Clock clock.Clock
-
-	// Retry says when a failed item is tried again and when it is given up.
-	// The zero value means DefaultMaxAttempts attempts, backing off from
-	// DefaultInitialBackoff up to DefaultMaxBackoff.
-	Retry RetryPolicy
+	Clock clock.Clock // the source of time; nil means clock.RealClock{}
+	Retry RetryPolicy // when a failed item is tried again, or dropped
 
 	// MaxHighBurst bounds how long low items can starve. Zero means strict
-	// priority, the original's semantics: a worker never takes a low item
-	// while a high one is queued for its shard. N > 0 lets a worker, after
-	// it took N high items in a row while low items were waiting, take one
-	// low item before going on. Negative values make New fail.
+	// priority, as in the original. N > 0 lets a worker that took N high
+	// items in a row while low items waited take one low item next. New
+	// rejects negative values.
 	MaxHighBurst int
 
-	// Logger receives the dispatcher's logs: failures (V(2)), panics and
-	// drops (errors), the number of items dropped at shutdown. The zero
-	// Logger means klog.Background().
-	//
-	// logr.Discard() equals the zero Logger, so it too means
-	// klog.Background(). To silence the dispatcher, pass
-	// funcr.New(func(_, _ string) {}, funcr.Options{}) (package
-	// github.com/go-logr/logr/funcr).
-	Logger logr.Logger
+	// Logger receives failures (V(2)), panics and drops (errors). Nil means
+	// klog.Background(); a given logger is used as is, so &logr.Discard()
+	// silences the dispatcher.
+	Logger *logr.Logger
 
-	// Metrics creates the per-lane metrics when New runs. Nil means no
-	// metrics.
-	Metrics MetricsProvider
+	Metrics MetricsProvider // creates the per-lane metrics; nil means none
 
-	// OnDrop, if not nil, is called once for every item the dispatcher gives
-	// up on, with the reason in Drop.Err. It is called with no lock of the
-	// dispatcher held, on the goroutine that gave up: the shard's worker
-	// after the last failed attempt, the goroutine running Run for items
-	// still queued or waiting for a retry at shutdown, and the goroutine
-	// calling AddHigh/AddLow for items added after the dispatcher stopped
-	// (during Run's shutdown or after it returned) or whose key
-	// func panicked. It must not block; a panic in it is recovered and
-	// logged. It may call AddHigh and AddLow.
-	//
-	// A hook that re-adds what was dropped must skip drops whose Err is
-	// ErrStopped (errors.Is(drop.Err, ErrStopped)): once the dispatcher
-	// stopped, an add is dropped at once, on the caller's goroutine, and
-	// calls OnDrop again from inside the hook, so a hook that always
-	// re-adds recurses until the stack overflows, a fatal crash.
+	// OnDrop, if not nil, is called once for every item the dispatcher
+	// accepted and then gave up on: by the worker after the item's last
+	// attempt, and by Run at shutdown. It must not block; a panic in it is
+	// recovered and logged. It may add items: the adds the dispatcher
+	// refuses never reach it (see [Dispatcher.AddHigh]), so a hook that
+	// re-adds everything it is given terminates.
 	OnDrop func(Drop[H, L])
 }
 
-// ErrStopped is the reason (Drop.Err) given for items dropped because the
-// dispatcher stopped: still queued or waiting for a retry when Run's context
-// was done, or added after the dispatcher stopped. An OnDrop hook that
-// re-adds items must not re-add these; see Config.OnDrop.
+// ErrStopped is the Drop.Err of items dropped by [Dispatcher.Run] at shutdown.
 var ErrStopped = errors.New("sharding: dispatcher stopped")
 
-// ErrInvalidItem is the reason (Drop.Err) given for an item that cannot be
-// tracked: its value is not comparable (an interface holding a slice, map or
-// func) or not equal to itself (a floating-point NaN, or a value holding
-// one). Such an item could never be found again to dedupe, retry or release,
-// so AddHigh and AddLow drop it at once rather than panic or leak.
+// ErrGoexit is the error of a handler attempt that called runtime.Goexit, as
+// t.FailNow does. The attempt fails as if the handler had returned it.
+var ErrGoexit = errors.New("sharding: handler called runtime.Goexit")
+
+// ErrInvalidItem is logged for an item AddHigh or AddLow refuses because it
+// is not comparable or not equal to itself (it holds a NaN).
 var ErrInvalidItem = errors.New("sharding: item is not comparable or not equal to itself")
 
 // Drop describes an item a dispatcher gave up on; see Config.OnDrop.
 type Drop[H, L comparable] struct {
-	// Lane is the item's lane: the item is High for LaneHigh, Low for
-	// LaneLow (the other field is zero).
-	Lane Lane
+	Lane Lane // the item is High for LaneHigh, Low for LaneLow
 	High H
 	Low  L
-	// Attempts is the number of handler attempts that failed for the item
-	// since it was last (re)queued by an add; 0 if it never failed. An
-	// attempt that failed once Run's context was done is not counted.
+	// Attempts counts failed attempts since the item was last queued by an
+	// add, but not one that failed once Run's context was done.
 	Attempts int
-	// Err says why: it wraps the last handler error (a *PanicError for a
-	// panic) when the retries ran out; it is a *PanicError when the key func
-	// panicked, ErrInvalidItem for an item that cannot be tracked, and
-	// ErrStopped when the dispatcher stopped.
+	// Err is ErrStopped, or, when the retries ran out, an error wrapping
+	// the last attempt's error.
 	Err error
 }
 
-// PanicError is the error recorded for a handler or key func that panicked.
+// PanicError is the error of a handler attempt or key func that panicked.
 type PanicError struct {
 	// Value is what was passed to panic.
 	Value any
-	// Stack is the goroutine's stack at the panic, as runtime/debug.Stack
-	// formats it.
+	// Stack is the stack at the panic, as runtime/debug.Stack gives it.
 	Stack []byte
 }
 
@@ -154,7 +111,7 @@ func (cfg *Config[H, L]) validate() error {
 		return errors.New("sharding: LowKey must not be nil")
 	case cfg.Shards < 0:
 		return fmt.Errorf("sharding: Shards must not be negative, got %d", cfg.Shards)
-	case cfg.Shards > MaxShards:
+	case cfg.Shards > MaxShards: // every shard costs a goroutine and its queues
 		return fmt.Errorf("sharding: Shards must be at most %d, got %d", MaxShards, cfg.Shards)
 	case cfg.MaxHighBurst < 0:
 		return fmt.Errorf("sharding: MaxHighBurst must not be negative, got %d", cfg.MaxHighBurst)

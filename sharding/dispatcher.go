@@ -14,13 +14,9 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Dispatcher hands items to a fixed set of workers, one per shard, routed by
-// the FNV-1a hash of their shard key. Each worker handles its shard's items
-// one at a time, queued high items before queued low items, each lane in FIFO
-// order. See the package documentation for the full model.
-//
-// A Dispatcher is safe for concurrent use by multiple goroutines. The zero
-// value is not usable; call [New].
+// Dispatcher hands items to one worker per shard, as the package
+// documentation describes. It is safe for concurrent use by multiple
+// goroutines. The zero value is not usable; call [New].
 type Dispatcher[H, L comparable] struct {
 	shards   []*shard[H, L]
 	n        uint32 // len(shards)
@@ -63,10 +59,8 @@ type laneRT[H, L, T comparable] struct {
 }
 
 // New returns a Dispatcher for cfg, or an error naming the first invalid
-// field: a nil HandleHigh, HandleLow, HighKey or LowKey, a negative Shards,
-// MaxHighBurst or Retry field, or a Shards above MaxShards. It never panics
-// on a bad config. Items may be added at once; they are
-// handled once [Dispatcher.Run] is called.
+// field. Items may be added at once; they are handled once [Dispatcher.Run]
+// is called.
 func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -81,7 +75,6 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 		clock:    cfg.Clock,
 		retry:    cfg.Retry.withDefaults(),
 		maxBurst: cfg.MaxHighBurst,
-		log:      cfg.Logger,
 		onDrop:   cfg.OnDrop,
 		rwake:    make(chan struct{}, 1),
 	}
@@ -89,7 +82,9 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 	if d.clock == nil {
 		d.clock = clock.RealClock{}
 	}
-	if d.log.IsZero() {
+	if cfg.Logger != nil {
+		d.log = *cfg.Logger
+	} else {
 		d.log = klog.Background()
 	}
 	d.log = d.log.WithName("sharding")
@@ -119,29 +114,25 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 	return d, nil
 }
 
-// AddHigh adds a high-priority item. If the item is neither queued, being
-// handled nor waiting for a retry, it is queued at the back of its shard's
-// high lane; if it is queued, nothing changes; if it is being handled, it is
-// queued once more when that handling ends; if it waits for a retry, the retry
-// is cancelled and it is queued now, its attempts reset.
+// AddHigh adds a high-priority item, with the effect the package's model
+// gives. It never blocks on a worker or handler, and may be called from
+// handlers and hooks.
 //
-// AddHigh never blocks on a worker or handler: it takes its shard's mutex for
-// O(1) work (amortised), and calls Config.HighKey. After Run has returned,
-// the item is dropped and reported with ErrStopped; an item that is not equal
-// to itself (NaN) or not comparable is dropped and reported with
-// ErrInvalidItem. It may be called from handlers and hooks.
+// AddHigh refuses the item (counts it in the drops metric and logs it, but
+// never passes it to Config.OnDrop) once Run is dropping items at shutdown
+// or has returned, if the item is not comparable or not equal to itself
+// ([ErrInvalidItem]), or if HighKey panics.
 func (d *Dispatcher[H, L]) AddHigh(item H) { add(d, &d.high, item) }
 
-// AddLow adds a low-priority item, as [Dispatcher.AddHigh] does for high
-// ones. A low item is handled only when no high item is queued for its shard
-// (or, with Config.MaxHighBurst N > 0, after N high items in a row).
+// AddLow adds a low-priority item, as [Dispatcher.AddHigh] does a high one.
 func (d *Dispatcher[H, L]) AddLow(item L) { add(d, &d.low, item) }
 
 func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
+	// A refused add is counted and logged, never passed to OnDrop: a hook
+	// that re-adds what it is given would otherwise recurse without end.
 	if !validItem(item) {
 		rt.m.drops.Inc()
 		d.log.Error(ErrInvalidItem, "Dropping item", "lane", rt.lane)
-		d.reportDrop(rt.drop(item, 0, ErrInvalidItem))
 		return
 	}
 	key, err := shardKey(rt.key, item)
@@ -149,7 +140,6 @@ func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
 		rt.m.drops.Inc()
 		d.log.Error(err, "Dropping item: shard key func panicked", "lane", rt.lane, "item", item,
 			"stack", string(err.(*PanicError).Stack))
-		d.reportDrop(rt.drop(item, 0, err))
 		return
 	}
 	// A retry that came due before this add is queued first: FIFO.
@@ -160,12 +150,13 @@ func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
 		s.mu.Unlock()
 		rt.m.drops.Inc()
 		d.log.V(2).Info("Dropping item added after the dispatcher stopped", "lane", rt.lane, "item", item)
-		d.reportDrop(rt.drop(item, 0, ErrStopped))
 		return
 	}
 	queued := rt.of(s).add(item)
 	s.mu.Unlock()
 	if queued {
+		// Metrics are called after the unlock, so a worker's Dec can
+		// overtake this Inc: the gauge may read one low for a moment.
 		rt.m.depth.Inc()
 		s.signal()
 	}
@@ -181,10 +172,9 @@ func shardKey[T any](key func(T) string, item T) (k string, err error) {
 	return key(item), nil
 }
 
-// Len returns the number of items queued and not yet started, over both
-// lanes and all shards. Items being handled or waiting for a retry are not
-// counted. Len is O(Shards); shards are counted one after another, so under
-// concurrent adds the sum is not a snapshot of one instant.
+// Len returns the number of items queued, over both lanes and all shards:
+// not those being handled or waiting for a retry. It is O(Shards) and, under
+// concurrent adds, not a snapshot of one instant.
 func (d *Dispatcher[H, L]) Len() int {
 	n := 0
 	for _, s := range d.shards {
@@ -195,17 +185,12 @@ func (d *Dispatcher[H, L]) Len() int {
 	return n
 }
 
-// Run starts one worker goroutine per shard and one retry-timer goroutine,
-// and blocks until ctx is done. Then it stops: workers take no new item, the
-// ctx every running handler got is done (it is ctx, or derived from it), and
-// Run waits until every handler and both kinds of goroutine have returned.
-// Last, it drops the items still queued or waiting for a retry, counting and
-// reporting each (Config.OnDrop, with ErrStopped) and logging their number.
-// A handler that fails (returns an error or panics) once ctx is done is not
-// counted as a failed attempt nor retried: its item is dropped the same way,
-// with ErrStopped.
-// The return of every handler happens before Run returns; an item added
-// after Run returned is dropped at once.
+// Run handles items until ctx is done. Then workers take no new item, running
+// handlers see their ctx done, and Run waits for them: the return of every
+// handler, and of every goroutine Run started, happens before Run returns. A handler that fails once ctx is done
+// is not counted as an attempt nor retried. Last, Run drops the items still
+// queued or waiting for a retry, each counted and passed to Config.OnDrop
+// with [ErrStopped], and logs their number.
 //
 // Run may be called once. A second call logs an error and returns at once.
 func (d *Dispatcher[H, L]) Run(ctx context.Context) {
@@ -215,15 +200,32 @@ func (d *Dispatcher[H, L]) Run(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	for i := range d.shards {
-		wg.Go(func() { d.work(ctx, i) })
+		wg.Go(func() { d.work(ctx, &wg, i) })
 	}
 	wg.Go(func() { d.retryLoop(ctx) })
 	wg.Wait()
 	d.stop()
 }
 
-// work is the worker of shard idx.
-func (d *Dispatcher[H, L]) work(ctx context.Context, idx int) {
+// work runs the worker of shard idx until ctx is done.
+func (d *Dispatcher[H, L]) work(ctx context.Context, wg *sync.WaitGroup, idx int) {
+	// A handler or hook that calls runtime.Goexit (t.FailNow does) ends
+	// this goroutine in the middle of the loop, with the attempt already
+	// settled by handle. A replacement takes over the shard. It is added to
+	// wg before this goroutine's own wg.Done runs (that deferred call comes
+	// last), so Run's Wait covers it.
+	returned := false
+	defer func() {
+		if !returned {
+			wg.Go(func() { d.work(ctx, wg, idx) })
+		}
+	}()
+	d.workLoop(ctx, idx)
+	returned = true
+}
+
+// workLoop takes and handles the items of shard idx until ctx is done.
+func (d *Dispatcher[H, L]) workLoop(ctx context.Context, idx int) {
 	s := d.shards[idx]
 	done := ctx.Done()
 	for {
@@ -262,14 +264,41 @@ func (d *Dispatcher[H, L]) work(ctx context.Context, idx int) {
 }
 
 // handle runs one attempt of item, taken from lane rt of shard idx, and
-// records its end.
+// settles it.
 func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx int, rt *laneRT[H, L, T], item T) {
 	rt.m.depth.Dec()
 	var start time.Time
 	if rt.m.timed {
 		start = d.clock.Now()
 	}
-	err := callHandler(ctx, rt.handle, item)
+	// One deferred call, and a flag rather than a goroutine per call, tells
+	// a return from a panic and from a runtime.Goexit: deferred calls run in
+	// both, recover returns nil only in the second, and debug.Stack there
+	// shows the handler's frames. A panic is recovered, so handle returns
+	// normally; a Goexit goes on, and work replaces this goroutine.
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		var err error
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		} else {
+			err = ErrGoexit
+			d.log.Error(err, "Handler called runtime.Goexit", "lane", rt.lane, "item", item,
+				"stack", string(debug.Stack()))
+		}
+		settle(ctx, d, idx, rt, item, start, err)
+	}()
+	err := rt.handle(ctx, item)
+	returned = true
+	settle(ctx, d, idx, rt, item, start, err)
+}
+
+// settle records the end of an attempt of item that returned err: it frees
+// the item, requeues it, schedules its retry or drops it.
+func settle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx int, rt *laneRT[H, L, T], item T, start time.Time, err error) {
 	// end is read before anything else is reported, so a retry's due time
 	// never depends on when the metrics or the log were called: a clock
 	// step made after the retries counter moved is seen by the retry.
@@ -321,16 +350,6 @@ func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 		d.log.Error(err, "Dropping item", "lane", rt.lane, "item", item)
 		d.reportDrop(rt.drop(item, attempts, err))
 	}
-}
-
-// callHandler calls fn, turning a panic into a *PanicError.
-func callHandler[T any](ctx context.Context, fn func(context.Context, T) error, item T) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
-		}
-	}()
-	return fn(ctx, item)
 }
 
 // reportDrop calls the OnDrop hook, if any, recovering a panic.

@@ -19,10 +19,9 @@ func fnv1a32(key string) uint32 {
 	return h
 }
 
-// ShardFor returns the shard, in [0, shards), that a dispatcher with the given
-// number of shards routes shard key to: fnv1a32(key) % shards. It is stable
-// across processes and versions, so callers can tell which items share a
-// worker. Shards above MaxShards, which New refuses, count as MaxShards; it
+// ShardFor returns the shard, in [0, shards), that a dispatcher with that
+// many shards routes key to: the 32-bit FNV-1a hash of key modulo shards, the
+// same in every process. Shards above MaxShards count as MaxShards; it
 // returns 0 if shards < 1.
 func ShardFor(key string, shards int) int {
 	if shards < 1 {

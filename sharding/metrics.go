@@ -5,11 +5,10 @@ import "strconv"
 // Lane names one of a dispatcher's two priority lanes.
 type Lane uint8
 
+// The lanes: LaneHigh of items added with AddHigh (node updates, in the taint
+// manager), LaneLow of those added with AddLow (pod updates).
 const (
-	// LaneHigh is the lane of items added with AddHigh (node updates, in the
-	// taint manager). A worker takes a queued high item before any low one.
 	LaneHigh Lane = iota
-	// LaneLow is the lane of items added with AddLow (pod updates).
 	LaneLow
 )
 
@@ -24,47 +23,32 @@ func (l Lane) String() string {
 	return "Lane(" + strconv.Itoa(int(l)) + ")"
 }
 
-// Counter is a monotonically increasing metric. A prometheus.Counter
-// satisfies it.
+// Counter is a metric that only goes up; a prometheus.Counter satisfies it.
 type Counter interface {
 	Inc()
 }
 
-// Gauge is a metric that goes up and down. A prometheus.Gauge satisfies it.
+// Gauge is a metric that goes up and down; a prometheus.Gauge satisfies it.
 type Gauge interface {
 	Inc()
 	Dec()
 }
 
-// Histogram records observations, in seconds for durations. A
-// prometheus.Histogram satisfies it.
+// Histogram records observations; a prometheus.Histogram satisfies it.
 type Histogram interface {
 	Observe(float64)
 }
 
-// MetricsProvider creates the metrics of one [Dispatcher], once per lane, when
-// [New] runs. A method may return nil for a metric it does not want.
-//
-// The dispatcher calls the metrics without holding any of its locks, from
-// the goroutines calling AddHigh/AddLow, from its workers and from Run, so
-// the metrics must be safe for concurrent use. Because calls are not
-// serialised, a depth gauge may briefly read one below or above the true
-// depth (a worker's Dec can overtake the Inc of the Add that queued the item);
-// it is exact whenever the dispatcher is quiet.
+// MetricsProvider creates the metrics of one [Dispatcher], per lane, when
+// [New] runs; a method may return nil for a metric it does not want. Metrics
+// are called with no lock held, from any goroutine, so must be safe for
+// concurrent use. A depth gauge may be off by one while items move; it is
+// exact whenever the dispatcher is quiet.
 type MetricsProvider interface {
-	// NewDepthMetric returns the gauge of items queued in lane, over all
-	// shards: the lane's share of [Dispatcher.Len].
-	NewDepthMetric(lane Lane) Gauge
-	// NewLatencyMetric returns the histogram of how long the lane's
-	// handler took per attempt, in seconds on the dispatcher's clock.
-	NewLatencyMetric(lane Lane) Histogram
-	// NewRetriesMetric returns the counter of retries scheduled after a
-	// failed attempt in lane.
-	NewRetriesMetric(lane Lane) Counter
-	// NewDropsMetric returns the counter of lane items given up on: after
-	// the last attempt, at shutdown, after Run returned, because the key
-	// func panicked, or because the item was invalid (ErrInvalidItem).
-	NewDropsMetric(lane Lane) Counter
+	NewDepthMetric(lane Lane) Gauge       // items queued: the lane's share of Len
+	NewLatencyMetric(lane Lane) Histogram // attempt durations, in seconds on the clock
+	NewRetriesMetric(lane Lane) Counter   // retries scheduled
+	NewDropsMetric(lane Lane) Counter     // items given up on or refused
 }
 
 type noopMetric struct{}

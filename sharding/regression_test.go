@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -44,10 +45,19 @@ func TestNewRejectsTooManyShards(t *testing.T) {
 
 func itoa(n int) string { return fmt.Sprint(n) }
 
-// Rule (Config.Logger): the zero Logger, which logr.Discard() also is, logs
-// through klog; a funcr logger with a no-op func, as the field documents,
-// silences the dispatcher.
-func TestLoggerDocumentedSilencing(t *testing.T) {
+// countingSink is a logr.LogSink that counts the lines it is given.
+type countingSink struct{ n *atomic.Int32 }
+
+func (countingSink) Init(logr.RuntimeInfo)            {}
+func (countingSink) Enabled(int) bool                 { return true }
+func (s countingSink) Info(int, string, ...any)       { s.n.Add(1) }
+func (s countingSink) Error(error, string, ...any)    { s.n.Add(1) }
+func (s countingSink) WithValues(...any) logr.LogSink { return s }
+func (s countingSink) WithName(string) logr.LogSink   { return s }
+
+// Rule (Config.Logger, issue 9): a nil Logger means klog.Background(); a
+// given logger is used as is, so logr.Discard() silences the dispatcher.
+func TestLoggerNilMeansKlogGivenUsedAsIs(t *testing.T) {
 	var buf bytes.Buffer
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
@@ -62,7 +72,8 @@ func TestLoggerDocumentedSilencing(t *testing.T) {
 	})
 
 	// The second Run logs an error: see where it goes.
-	runTwice := func(logger logr.Logger) {
+	runTwice := func(logger *logr.Logger) {
+		buf.Reset()
 		cfg := newEnv().config()
 		cfg.Logger = logger
 		d, err := sharding.New(cfg)
@@ -73,24 +84,30 @@ func TestLoggerDocumentedSilencing(t *testing.T) {
 		d.Run(ctx)
 		klog.Flush()
 	}
-	for _, l := range []logr.Logger{{}, logr.Discard()} {
-		buf.Reset()
-		runTwice(l)
-		assert.Contains(t, buf.String(), "Run called more than once", "zero Logger: klog.Background()")
-	}
-	buf.Reset()
-	runTwice(funcr.New(func(_, _ string) {}, funcr.Options{}))
-	assert.Empty(t, buf.String(), "the documented silent logger wrote to klog")
+	runTwice(nil)
+	assert.Contains(t, buf.String(), "Run called more than once", "nil Logger: klog.Background()")
+
+	discard := logr.Discard()
+	runTwice(&discard)
+	assert.Empty(t, buf.String(), "logr.Discard() wrote to klog")
+
+	var n atomic.Int32
+	counting := logr.New(countingSink{&n})
+	runTwice(&counting)
+	assert.Empty(t, buf.String(), "a given logger wrote to klog")
+	assert.Equal(t, int32(1), n.Load(), "the given logger did not get the error")
 }
 
-// Rule (Config.OnDrop): a hook that re-adds what ran out of retries, and
-// skips ErrStopped drops as documented, terminates at shutdown and after
-// Run returned: each stopped item is reported once more at most, with no
-// recursion.
-func TestOnDropReaddSkippingErrStoppedTerminates(t *testing.T) {
+// Friction (issue 9): an OnDrop hook that re-adds whatever it is given
+// terminates. It used to recurse until the stack overflowed once the
+// dispatcher stopped: the re-add was dropped at once and reported to the hook
+// again. An add the dispatcher refuses is counted and logged, never passed to
+// OnDrop.
+func TestOnDropAlwaysReaddingTerminates(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv()
 		cfg := e.config()
+		cfg.Logger = verboseEnvLogger(e)
 		cfg.Retry = sharding.RetryPolicy{MaxAttempts: 1}
 		g := newGate("block")
 		e.gated(&cfg, g)
@@ -103,16 +120,21 @@ func TestOnDropReaddSkippingErrStoppedTerminates(t *testing.T) {
 			return nil
 		}
 		var d *sharding.Dispatcher[string, string]
-		var depth, maxDepth, stopped atomic.Int32
+		var depth, maxDepth atomic.Int32
+		var reported []string
 		cfg.OnDrop = func(drop sharding.Drop[string, string]) {
 			n := depth.Add(1)
 			defer depth.Add(-1)
 			maxDepth.Store(max(maxDepth.Load(), n))
-			if errors.Is(drop.Err, sharding.ErrStopped) {
-				stopped.Add(1)
-				return // never re-add: the add would be dropped at once
+			reported = append(reported, drop.Low)
+			if n > 10 {
+				return // recursing: stop well before the stack overflows
 			}
-			d.AddLow(drop.Low)
+			if drop.Lane == sharding.LaneHigh {
+				d.AddHigh(drop.High)
+			} else {
+				d.AddLow(drop.Low)
+			}
 		}
 		var err error
 		d, err = sharding.New(cfg)
@@ -121,15 +143,56 @@ func TestOnDropReaddSkippingErrStoppedTerminates(t *testing.T) {
 
 		d.AddLow("x/p")
 		synctest.Wait()
-		assert.Equal(t, []string{"L:x/p", "L:x/p"}, e.recorded(), "re-added after its drop")
+		assert.Equal(t, []string{"L:x/p", "L:x/p"}, e.recorded(), "re-added after its drop, handled again")
 		d.AddHigh("block")
 		d.AddLow("q/p") // queued behind block: dropped at shutdown
 		synctest.Wait()
 		stop()
-		d.AddLow("y/p")
+		d.AddLow("y/p") // after Run returned: refused, not reported
 		assert.Equal(t, int32(1), maxDepth.Load(), "OnDrop re-entered itself")
-		assert.Equal(t, int32(2), stopped.Load(), "q/p at shutdown, y/p after Run returned")
+		assert.Equal(t, []string{"x/p", "q/p"}, reported)
+		// x/p after its attempt, q/p at shutdown, the hook's re-add of q/p, y/p.
+		assert.Equal(t, 4, e.metrics.get(e.metrics.drops, sharding.LaneLow))
+		assert.Equal(t, 2, strings.Count(e.logged(), "Dropping item added after the dispatcher stopped"))
 		assert.Equal(t, 0, d.Len())
+	})
+}
+
+// The same holds for the other adds the dispatcher refuses: an item that is
+// not equal to itself, or whose key func panics, is counted and logged, not
+// passed to OnDrop, where re-adding it would recurse without end.
+func TestOnDropNotCalledForRefusedAdds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv()
+		cfg := e.config()
+		cfg.LowKey = func(p string) string {
+			if p == "bad-key" {
+				panic("key exploded")
+			}
+			return keyOf(p)
+		}
+		var d *sharding.Dispatcher[string, string]
+		var depth, maxDepth atomic.Int32
+		cfg.OnDrop = func(drop sharding.Drop[string, string]) {
+			n := depth.Add(1)
+			defer depth.Add(-1)
+			maxDepth.Store(max(maxDepth.Load(), n))
+			if n <= 10 { // recursing: stop well before the stack overflows
+				d.AddLow(drop.Low)
+			}
+		}
+		var err error
+		d, err = sharding.New(cfg)
+		require.NoError(t, err)
+		run(t, d)
+
+		d.AddLow("bad-key")
+		synctest.Wait()
+		assert.Equal(t, int32(0), maxDepth.Load(), "OnDrop called for a refused add")
+		assert.Contains(t, e.logged(), "key exploded")
+		assert.Contains(t, e.logged(), "goroutine", "stack logged")
+		assert.Equal(t, 1, e.metrics.get(e.metrics.drops, sharding.LaneLow))
+		assert.Empty(t, e.recorded())
 	})
 }
 
@@ -266,12 +329,13 @@ func TestRetryRunsAtDueTimeDespiteStepWhileArming(t *testing.T) {
 }
 
 // verboseEnvLogger makes e's logger record V(2) messages too.
-func verboseEnvLogger(e *env) logr.Logger {
-	return funcr.New(func(prefix, args string) {
+func verboseEnvLogger(e *env) *logr.Logger {
+	l := funcr.New(func(prefix, args string) {
 		e.mu.Lock()
 		e.logs = append(e.logs, prefix+" "+args)
 		e.mu.Unlock()
 	}, funcr.Options{Verbosity: 2})
+	return &l
 }
 
 // Rule: nothing fails silently. A failed attempt whose retry is superseded
@@ -352,20 +416,21 @@ func TestAddAfterStopLoggedAsStopped(t *testing.T) {
 		require.NoError(t, err)
 		run(t, d)()
 		d.AddLow("x/p")
-		drops := e.dropped()
-		require.Len(t, drops, 1)
-		assert.ErrorIs(t, drops[0].Err, sharding.ErrStopped)
+		assert.Equal(t, 1, e.metrics.get(e.metrics.drops, sharding.LaneLow))
 		assert.Contains(t, e.logged(), "Dropping item added after the dispatcher stopped")
 	})
 }
 
 // An item that is not equal to itself (NaN) or not comparable (an interface
 // holding a slice) could never be found again in the dispatcher's maps: it is
-// dropped at once with ErrInvalidItem, without a panic, and nothing else is
-// disturbed.
+// dropped at once, logged with ErrInvalidItem and counted, without a panic,
+// and nothing else is disturbed.
 func TestInvalidItemsAreDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var drops []error
+		var logs []string
+		logger := funcr.New(func(_, args string) { logs = append(logs, args) }, funcr.Options{})
+		metrics := newFakeMetrics()
+		onDrop := 0
 		handled := make(chan any, 4)
 		d, err := sharding.New(sharding.Config[any, float64]{
 			Shards:     2,
@@ -373,8 +438,9 @@ func TestInvalidItemsAreDropped(t *testing.T) {
 			LowKey:     func(l float64) string { return fmt.Sprint(l) },
 			HandleHigh: func(_ context.Context, h any) error { handled <- h; return nil },
 			HandleLow:  func(_ context.Context, l float64) error { handled <- l; return nil },
-			Logger:     funcr.New(func(_, _ string) {}, funcr.Options{}),
-			OnDrop:     func(dr sharding.Drop[any, float64]) { drops = append(drops, dr.Err) },
+			Logger:     &logger,
+			Metrics:    metrics,
+			OnDrop:     func(sharding.Drop[any, float64]) { onDrop++ },
 		})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -387,10 +453,13 @@ func TestInvalidItemsAreDropped(t *testing.T) {
 		d.AddHigh("node-a")
 		synctest.Wait()
 		assert.Equal(t, 0, d.Len())
-		require.Len(t, drops, 3)
-		for _, e := range drops {
-			assert.ErrorIs(t, e, sharding.ErrInvalidItem)
+		assert.Equal(t, 2, metrics.get(metrics.drops, sharding.LaneHigh))
+		assert.Equal(t, 1, metrics.get(metrics.drops, sharding.LaneLow))
+		require.Len(t, logs, 3)
+		for _, l := range logs {
+			assert.Contains(t, l, sharding.ErrInvalidItem.Error())
 		}
+		assert.Zero(t, onDrop, "refused adds are not passed to OnDrop")
 		assert.Equal(t, "node-a", <-handled)
 		cancel()
 		<-stopped

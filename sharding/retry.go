@@ -5,41 +5,29 @@ import (
 	"time"
 )
 
-// Defaults for the zero fields of a [RetryPolicy].
+// Defaults for the zero fields of a [RetryPolicy]: five attempts in all,
+// backing off from a second, doubling, up to a minute.
 const (
-	// DefaultMaxAttempts is the number of handler attempts an item gets when
-	// RetryPolicy.MaxAttempts is zero: the first try and four retries.
-	DefaultMaxAttempts = 5
-	// DefaultInitialBackoff is the wait before the first retry when
-	// RetryPolicy.InitialBackoff is zero.
+	DefaultMaxAttempts    = 5
 	DefaultInitialBackoff = time.Second
-	// DefaultMaxBackoff caps the wait between attempts when
-	// RetryPolicy.MaxBackoff is zero.
-	DefaultMaxBackoff = time.Minute
+	DefaultMaxBackoff     = time.Minute
 )
 
-// RetryPolicy says how often, and how long after a failure, a handler is
-// tried again for an item. A failure is a handler that returned a non-nil
-// error or panicked.
+// RetryPolicy says when a failed item is tried again. The first retry waits
+// InitialBackoff on the dispatcher's clock after the failed attempt returned,
+// each next one twice as long, capped at MaxBackoff, with no jitter. After
+// MaxAttempts attempts in all, the item is dropped.
 //
-// The first retry waits InitialBackoff on the dispatcher's clock after the
-// failed attempt returned, each next one twice as long as the one before,
-// capped at MaxBackoff; there is no jitter. After MaxAttempts attempts in all
-// the item is dropped and reported.
-//
-// The zero RetryPolicy is valid and means DefaultMaxAttempts attempts with
-// DefaultInitialBackoff doubling up to DefaultMaxBackoff. Negative values,
-// and a MaxBackoff below InitialBackoff when both are set, make [New] fail.
+// Zero fields take the Default constants. New rejects negative values, and a
+// MaxBackoff below InitialBackoff when both are set.
 type RetryPolicy struct {
-	// MaxAttempts is the number of attempts an item gets, counting the
-	// first. 1 means no retry. Zero means DefaultMaxAttempts.
+	// MaxAttempts counts the first: 1 means no retry.
 	MaxAttempts int
-	// InitialBackoff is the wait before the first retry. Zero means
-	// DefaultInitialBackoff, or MaxBackoff if that is set and smaller (then
-	// every wait is MaxBackoff).
+	// InitialBackoff is the first wait; zero means DefaultInitialBackoff,
+	// or MaxBackoff if that is set and smaller.
 	InitialBackoff time.Duration
-	// MaxBackoff caps the wait between two attempts. Zero means
-	// DefaultMaxBackoff, or InitialBackoff if that is larger.
+	// MaxBackoff caps the wait; zero means DefaultMaxBackoff, or
+	// InitialBackoff if that is larger.
 	MaxBackoff time.Duration
 }
 

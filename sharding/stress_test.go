@@ -13,7 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
+	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
@@ -107,6 +107,7 @@ func stress(t *testing.T, burst int, seed uint64) {
 	}
 
 	var drops atomic.Int64
+	quiet := logr.Discard()
 	d, err := New(Config[string, string]{
 		Shards:       shards,
 		HighKey:      keyOfItem,
@@ -116,7 +117,7 @@ func stress(t *testing.T, burst int, seed uint64) {
 		Clock:        clk,
 		MaxHighBurst: burst,
 		Retry:        RetryPolicy{MaxAttempts: 1000, InitialBackoff: time.Millisecond, MaxBackoff: 8 * time.Millisecond},
-		Logger:       funcr.New(func(string, string) {}, funcr.Options{}),
+		Logger:       &quiet,
 		OnDrop:       func(Drop[string, string]) { drops.Add(1) },
 	})
 	require.NoError(t, err)
