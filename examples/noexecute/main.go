@@ -57,12 +57,11 @@ func main() {
 // t0 is where the scenario's clock starts.
 var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// logger returns a logger writing to stderr at verbosity v, or one that
-// writes nothing for v < 0. (The zero logr.Logger would mean klog's default
-// to the manager, so "nothing" is a funcr logger that drops every line.)
+// logger returns a logger writing to stderr at verbosity v, or
+// logr.Discard() for v < 0 (a given logger is used as is, so it silences).
 func logger(v int) logr.Logger {
 	if v < 0 {
-		return funcr.New(func(string, string) {}, funcr.Options{Verbosity: -1})
+		return logr.Discard()
 	}
 	return funcr.New(func(prefix, args string) {
 		fmt.Fprintln(os.Stderr, prefix, args)

@@ -115,7 +115,7 @@ func New(cfg Config) (*Manager, error) {
 		HandleHigh: m.trackHigh(m.handleNode),
 		HandleLow:  m.trackLow(m.handlePod),
 		Clock:      m.clock,
-		Logger:     m.log,
+		Logger:     &m.log,
 		OnDrop:     m.dropped,
 	})
 	if err != nil {
