@@ -789,15 +789,15 @@ func TestGetWorkerKeepsTimes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, _, q, _ := setup(t)
 		zone := time.FixedZone("UTC+3", 3*3600)
-		created := time.Time{} // a zero CreatedAt round-trips
+		created := time.Date(2024, 12, 31, 23, 0, 0, 0, time.Local)
 		fire := time.Date(2025, 1, 1, 7, 0, 0, 123, zone)
 		q.AddWork("a", created, fire)
 		w, ok := q.GetWorker("a")
 		require.True(t, ok)
-		assert.True(t, w.CreatedAt.IsZero())
+		assert.Equal(t, created, w.CreatedAt)
 		assert.Equal(t, fire, w.FireAt)
 		assert.Equal(t, zone, w.FireAt.Location())
-		// Far future: kept, never fires.
+		// Far future: kept at full precision.
 		far := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
 		q.AddWork("far", t0, far)
 		w, _ = q.GetWorker("far")
@@ -1046,21 +1046,6 @@ func TestStepDuringTimerRearmDoesNotDelayWork(t *testing.T) {
 		default:
 			t.Fatal("work due at +20s had not started at +20s")
 		}
-	})
-}
-
-// Lateness is start − FireAt in seconds even for a FireAt before 1678 (such as
-// the zero time.Time), whose Unix nanoseconds do not fit in an int64.
-func TestLatenessOfAncientFireAt(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		m := newCountingProvider()
-		_, _, q, _ := setup(t, timedqueue.WithMetricsProvider(m))
-		require.True(t, q.AddWork("zero", t0, time.Time{}))
-		synctest.Wait()
-		want := float64(t0.Unix() - time.Time{}.Unix())
-		late := m.observations("lateness")
-		require.Len(t, late, 1)
-		assert.InDelta(t, want, late[0], 1, "lateness of a zero FireAt, in seconds")
 	})
 }
 
