@@ -79,7 +79,6 @@ type TimedWorkerQueue[K comparable] struct {
 
 	baseCtx    context.Context // parent of every work ctx; cancelled by Shutdown
 	cancelBase context.CancelCauseFunc
-	plainCtx   *workCtx // the work ctx when there is no attempt timeout
 	timerC     <-chan time.Time
 	stop       chan struct{} // closed by Shutdown: the timer goroutine exits
 	idle       chan struct{} // a token: the timer was stopped, the timer goroutine may exit
@@ -93,7 +92,7 @@ type TimedWorkerQueue[K comparable] struct {
 	timed       []*attempt[K]  // in-flight attempts with a deadline
 	minDeadline int64          // min deadline over timed, or never
 	closed      bool
-	inside      int           // work funcs blocked in Shutdown
+	inside      int           // running attempts whose work ctx is in Shutdown (see workCtx)
 	timerOn     bool          // the timer goroutine runs; true whenever armedAt != never
 	hooking     int           // workers in the failure hook: they hold a slot, Shutdown does not wait for them
 	changed     chan struct{} // after Shutdown: closed and replaced when a Shutdown wait condition may have changed
@@ -132,7 +131,6 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		checkKeys:   holdsInterface(reflect.TypeFor[K]()),
 	}
 	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
-	q.plainCtx = &workCtx{Context: q.baseCtx, q: q}
 	// One timer for the queue's whole life, created stopped. It is re-armed
 	// with Stop, a drain and Reset, never with Reset alone: a FakeClock does not
 	// drain on Reset, and a stale value would make a later Step block.
@@ -366,102 +364,4 @@ func (q *TimedWorkerQueue[K]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.s.idx.len()
-}
-
-// Shutdown stops the queue and waits for its work funcs to return.
-//
-// It refuses new work (later AddWork and UpdateWork return false), drops the
-// pending and backing-off schedules (they never run; their number is logged and
-// counted as drops), cancels the ctx given to running work funcs with cause
-// [ErrShutdown], and waits for every work func and the timer goroutine to
-// return. A running attempt that fails is not retried. The return of every work
-// func happens before Shutdown returns nil. If ctx ends first, Shutdown returns
-// ctx.Err(); the queue is stopped all the same, and Shutdown may be called again
-// to wait. Shutdown is idempotent.
-//
-// To shut down from inside a work func, pass that work func's ctx (or one
-// derived from it): Shutdown then does not wait for it. With any other ctx,
-// Shutdown cannot tell it is called from a work func and waits for every work
-// func, its caller included, so it returns only when ctx ends, with its error.
-// (The ctx is what tells: a work ctx passed from a goroutine that outlives its
-// work func still counts as that work func's.)
-//
-// Shutdown does not wait for failure hooks in progress: a hook may call it.
-// A hook that is running when Shutdown returns may still call methods of the
-// queue, which then act as after Shutdown.
-func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
-	inside := false
-	if v, ok := ctx.Value(workCtxKey{}).(*TimedWorkerQueue[K]); ok && v == q {
-		inside = true
-	}
-	var d delta
-	dropped := 0
-	q.mu.Lock()
-	if !q.closed {
-		q.closed = true
-		q.s.idx.retain(func(i int32) bool {
-			if q.s.slab[i].state == stateRunning {
-				return true
-			}
-			q.s.release(i)
-			dropped++
-			return false
-		})
-		q.s.heap, q.s.waiting = nil, 0
-		q.stopTimerLocked()
-		close(q.stop)
-		q.cancelBase(ErrShutdown)
-		d.pending -= dropped
-		d.drops += dropped
-	}
-	if inside {
-		q.inside++
-	}
-	q.mu.Unlock()
-	q.m.apply(d)
-	if dropped > 0 {
-		q.log.Info("Shutdown dropped work that had not started", "count", dropped)
-	}
-
-	done := ctx.Done()
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for {
-		// A worker in the failure hook holds its slot but has no work func
-		// left to wait for: the hook may be the caller.
-		busy := q.active - q.hooking
-		if !q.timerOn && (busy == 0 || inside && busy <= q.inside) {
-			break
-		}
-		ch := q.changed
-		q.mu.Unlock()
-		select {
-		case <-ch:
-			q.mu.Lock()
-		case <-done:
-			q.mu.Lock()
-			if inside && errors.Is(context.Cause(ctx), ErrShutdown) {
-				done = nil // our own cancellation of the work ctx: keep waiting
-				continue
-			}
-			if inside {
-				q.inside--
-				q.notifyLocked()
-			}
-			return ctx.Err()
-		}
-	}
-	if inside {
-		q.inside--
-		q.notifyLocked()
-	}
-	return nil
-}
-
-// notifyLocked wakes Shutdown waiters after a change of their wait condition.
-func (q *TimedWorkerQueue[K]) notifyLocked() {
-	if q.closed {
-		close(q.changed)
-		q.changed = make(chan struct{})
-	}
 }

@@ -28,49 +28,14 @@ func (e *PanicError) Error() string {
 // through t.FailNow in a test).
 var errGoexit = errors.New("timedqueue: work func called runtime.Goexit")
 
-// workCtxKey is the context key under which a work ctx carries its queue, so
-// that Shutdown can tell it is called from inside a work func.
-type workCtxKey struct{}
-
-// workCtx is the ctx handed to a work func.
-type workCtx struct {
-	context.Context
-	q        any       // the queue, for workCtxKey
-	deadline time.Time // zero without an attempt timeout
-}
-
-func (c *workCtx) Value(key any) any {
-	if key == (workCtxKey{}) {
-		return c.q
-	}
-	return c.Context.Value(key)
-}
-
-func (c *workCtx) Deadline() (time.Time, bool) {
-	if c.deadline.IsZero() {
-		return c.Context.Deadline()
-	}
-	return c.deadline, true
-}
-
-// Err reports context.DeadlineExceeded when the attempt timed out: the queue
-// cancels the attempt with that cause from its own timer, on its own clock.
-func (c *workCtx) Err() error {
-	err := c.Context.Err()
-	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
-		return context.DeadlineExceeded
-	}
-	return err
-}
-
 // attempt is one run of a work func.
 type attempt[K comparable] struct {
 	key      K
-	idx      int32   // slab slot of the schedule when it started
-	seq      uint64  // the schedule's seq: if the slot no longer has it, the schedule was withdrawn
-	first    bool    // first attempt of its schedule: lateness is observed
-	late     float64 // start − FireAt, seconds
-	ctx      context.Context
+	idx      int32                   // slab slot of the schedule when it started
+	seq      uint64                  // the schedule's seq: if the slot no longer has it, the schedule was withdrawn
+	first    bool                    // first attempt of its schedule: lateness is observed
+	late     float64                 // start − FireAt, seconds
+	wc       *workCtx[K]             // the work func's ctx: this attempt's own
 	cancel   context.CancelCauseFunc // nil without an attempt timeout
 	deadline int64                   // Unix ns, with an attempt timeout
 	tpos     int                     // index in q.timed, -1 if not there
@@ -235,14 +200,16 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now int64, a *attempt[K]) *at
 	if a.first {
 		a.late = lateness(now, e)
 	}
+	// Each attempt gets a ctx of its own, even without a timeout: it tells
+	// Shutdown which attempt its caller belongs to (see workCtx).
+	a.wc = &workCtx[K]{Context: q.baseCtx, q: q, running: true}
 	if q.timeout <= 0 {
-		a.ctx = q.plainCtx
 		return a
 	}
 	cctx, cancel := context.WithCancelCause(q.baseCtx)
 	a.cancel = cancel
 	a.deadline = addNano(now, q.timeout)
-	a.ctx = &workCtx{Context: cctx, q: q, deadline: time.Unix(0, a.deadline)}
+	a.wc.Context, a.wc.deadline = cctx, time.Unix(0, a.deadline)
 	a.tpos = len(q.timed)
 	q.timed = append(q.timed, a)
 	q.minDeadline = min(q.minDeadline, a.deadline)
@@ -402,7 +369,7 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 			a.cancel(context.Canceled)
 		}
 	}()
-	return q.work(a.ctx, a.key)
+	return q.work(a.wc, a.key)
 }
 
 // settle records the end of attempt a with error err. It returns the next
@@ -420,6 +387,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 	now := q.nowNs()
 	q.mu.Lock()
 	q.untimeLocked(a)
+	q.returnedLocked(a.wc)
 	s := q.s
 	e := &s.slab[a.idx]
 	switch {

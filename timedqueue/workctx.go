@@ -1,0 +1,93 @@
+package timedqueue
+
+import (
+	"context"
+	"time"
+)
+
+// workCtxKey is the context key under which a work ctx carries itself, so that
+// Shutdown can tell which attempt, if any, its caller belongs to.
+type workCtxKey struct{}
+
+// workCtx is the ctx handed to one attempt's work func, and that attempt's
+// identity. Shutdown called with it, or with a ctx derived from it, skips
+// waiting for this attempt while running is true: its caller is then that
+// work func or a goroutine it waits for. Once the work func has returned, the
+// ctx stands for no attempt: a goroutine that outlives its work func, or a
+// later attempt's, must not make Shutdown skip anything.
+//
+// One is allocated per attempt (a worker reuses its attempt struct, but a ctx
+// may be kept by the user after its work func returned, so it cannot be
+// reused). Without an attempt timeout its parent is the queue's base ctx, so
+// that is all the attempt costs: no cancel func, no registration with the
+// parent.
+type workCtx[K comparable] struct {
+	context.Context
+	q        *TimedWorkerQueue[K]
+	deadline time.Time // zero without an attempt timeout
+	// Guarded by q.mu.
+	running   bool  // the work func has not returned
+	shutdowns int32 // Shutdown calls in progress with this ctx
+}
+
+func (c *workCtx[K]) Value(key any) any {
+	if key == (workCtxKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+func (c *workCtx[K]) Deadline() (time.Time, bool) {
+	if c.deadline.IsZero() {
+		return c.Context.Deadline()
+	}
+	return c.deadline, true
+}
+
+// Err reports context.DeadlineExceeded when the attempt timed out: the queue
+// cancels the attempt with that cause from its own timer, on its own clock.
+func (c *workCtx[K]) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// ownAttempt returns the attempt ctx carries, if it belongs to q.
+func (q *TimedWorkerQueue[K]) ownAttempt(ctx context.Context) *workCtx[K] {
+	if c, ok := ctx.Value(workCtxKey{}).(*workCtx[K]); ok && c.q == q {
+		return c
+	}
+	return nil
+}
+
+// returnedLocked records that the work func of c has returned.
+//
+// q.inside counts the running attempts with at least one Shutdown call in
+// progress through their ctx: each such attempt once, however many goroutines
+// share its ctx. It changes only here and in enterLocked and leaveLocked.
+func (q *TimedWorkerQueue[K]) returnedLocked(c *workCtx[K]) {
+	c.running = false
+	if c.shutdowns > 0 {
+		q.inside--
+		q.notifyLocked()
+	}
+}
+
+// enterLocked records a Shutdown call made with c's ctx.
+func (q *TimedWorkerQueue[K]) enterLocked(c *workCtx[K]) {
+	c.shutdowns++
+	if c.shutdowns == 1 && c.running {
+		q.inside++
+	}
+}
+
+// leaveLocked records the return of a Shutdown call made with c's ctx.
+func (q *TimedWorkerQueue[K]) leaveLocked(c *workCtx[K]) {
+	c.shutdowns--
+	if c.shutdowns == 0 && c.running {
+		q.inside--
+		q.notifyLocked()
+	}
+}
