@@ -236,7 +236,26 @@ func (m *model) checkQuiescent(q *timedqueue.TimedWorkerQueue[string]) {
 func TestModel(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4, 5} {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 2500, modelKeys) })
+			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 2500, modelKeys, t0, false) })
+		})
+	}
+}
+
+// TestModelFarTimes runs the model with times that do not fit in int64 Unix
+// nanoseconds (before 1678, after 2262): on a clock in such a year, and with
+// some FireAts long past on a clock of today, mixed with ordinary ones.
+func TestModelFarTimes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		start   time.Time
+		farPast bool
+	}{
+		{"clock in 1500", time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), false},
+		{"clock in 2500", time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC), false},
+		{"some FireAt in 1500", t0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { runModel(t, 21, 2500, modelKeys, tc.start, tc.farPast) })
 		})
 	}
 }
@@ -247,13 +266,15 @@ func TestModel(t *testing.T) {
 func TestModelManyKeys(t *testing.T) {
 	for _, seed := range []uint64{11, 12, 13} {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 5000, 100) })
+			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 5000, 100, t0, false) })
 		})
 	}
 }
 
-func runModel(t *testing.T, seed uint64, ops, nkeys int) {
-	clk := testingclock.NewFakeClock(t0)
+// runModel runs ops random operations on nkeys keys with a clock starting at
+// start. With farPast, a tenth of the times are in 1500 instead of around now.
+func runModel(t *testing.T, seed uint64, ops, nkeys int, start time.Time, farPast bool) {
+	clk := testingclock.NewFakeClock(start)
 	m := &model{t: t, clk: clk, seed: seed, keys: map[string]*modelKey{}, block: true, tries: map[string]int{}}
 	for i := range nkeys {
 		m.keys[fmt.Sprint("k", i)] = &modelKey{}
@@ -263,6 +284,9 @@ func runModel(t *testing.T, seed uint64, ops, nkeys int) {
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	randTime := func() time.Time { // from 1s ago to 3s ahead, half of them on a 100ms grid (ties)
+		if farPast && rng.IntN(10) == 0 {
+			return time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(3)) * time.Second)
+		}
 		if rng.IntN(2) == 0 {
 			return clk.Now().Add(time.Duration(rng.IntN(41)-10) * 100 * time.Millisecond)
 		}

@@ -39,9 +39,24 @@ type TimedWorker[K comparable] struct {
 	Running bool
 }
 
-// ErrShutdown is the cause (see context.Cause) of the cancellation of the ctx
-// given to work funcs when the queue shuts down.
-var ErrShutdown = errors.New("timedqueue: queue shut down")
+// Errors of [TimedWorkerQueue.Schedule] and [TimedWorkerQueue.Reschedule]
+// (for which AddWork and UpdateWork return false), returned as they are.
+var (
+	// ErrScheduled means that the key already has a live schedule.
+	ErrScheduled = errors.New("timedqueue: key already scheduled")
+	// ErrRunning means that an attempt for the key is running.
+	ErrRunning = errors.New("timedqueue: key is running")
+	// ErrUnchanged means that fireAt equals the schedule's FireAt.
+	ErrUnchanged = errors.New("timedqueue: FireAt unchanged")
+	// ErrInvalidKey means that the key is not equal to itself (it holds a
+	// NaN) or, when K holds interfaces, holds a value that is not
+	// comparable (a slice, a map, a func): it could not be found again.
+	// CancelWork and GetWorker report false for it.
+	ErrInvalidKey = errors.New("timedqueue: invalid key")
+	// ErrShutdown means that the queue was shut down. It is also the cause
+	// (context.Cause) of the cancellation of the work ctx by Shutdown.
+	ErrShutdown = errors.New("timedqueue: queue shut down")
+)
 
 // TimedWorkerQueue runs a [WorkFunc] for each scheduled key no earlier than the
 // key's FireAt, read from the queue's clock, with at most MaxConcurrency work
@@ -88,9 +103,10 @@ type TimedWorkerQueue[K comparable] struct {
 	withdrawn   map[K]struct{} // keys with a withdrawn attempt in flight
 	active      int            // attempts in flight, withdrawn included; = busy worker goroutines
 	timer       clock.Timer    // the queue's only timer
-	armedAt     int64          // Unix ns the timer is armed for, or never
+	armedAt     int64          // Unix ns the timer is armed for; math.MinInt64 if saturated; never if stopped
+	armedFor    instant        // the time the timer is armed for, at full precision
 	timed       []*attempt[K]  // in-flight attempts with a deadline
-	minDeadline int64          // min deadline over timed, or never
+	minDeadline instant        // min deadline over timed, or neverInstant
 	closed      bool
 	inside      int           // running attempts whose work ctx is in Shutdown (see workCtx)
 	timerOn     bool          // the timer goroutine runs; true whenever armedAt != never
@@ -126,7 +142,7 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		s:           newStore[K](),
 		withdrawn:   make(map[K]struct{}),
 		armedAt:     never,
-		minDeadline: never,
+		minDeadline: neverInstant,
 		changed:     make(chan struct{}),
 		checkKeys:   holdsInterface(reflect.TypeFor[K]()),
 	}
@@ -179,72 +195,77 @@ func comparableKey[K comparable](key K) bool {
 	return reflect.ValueOf(&key).Elem().Comparable()
 }
 
-// AddWork schedules work for key, to start no earlier than fireAt, and reports
-// whether it did. It returns false, changing nothing, if key already has a live
-// schedule (pending, running or backing off) or the queue is shut down. If the
-// key's previous schedule was withdrawn (cancelled while running), the new one
-// starts no earlier than fireAt and not before the withdrawn attempt returns.
+// Schedule schedules work for key, to start no earlier than fireAt, and
+// returns nil; or it changes nothing and returns [ErrInvalidKey],
+// [ErrShutdown], or [ErrScheduled] if key has a live schedule. After a
+// withdrawn attempt, the new schedule also waits for that attempt to return.
 //
-// fireAt is absolute, compared with the queue's clock: a fireAt at or before now
-// starts as soon as a concurrency slot is free, possibly before AddWork returns.
-// createdAt is kept for the caller and not used. The schedule takes effect
-// before AddWork returns: a clock step made afterwards is seen by it.
-//
-// If K holds interfaces (K = any, or a struct or array with an interface
-// field), a key whose dynamic value is not comparable (a slice, a map, a
-// func) is refused: AddWork, UpdateWork and CancelWork return false and
-// GetWorker reports false, without a panic. So is a key that is not equal to
-// itself (a floating-point NaN, or a key holding one): it could never be found
-// again to cancel.
-func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
+// fireAt at or before now starts as soon as a slot is free, possibly before
+// Schedule returns. createdAt is kept for the caller. A zero createdAt or
+// fireAt stands for the queue clock's now at the call.
+func (q *TimedWorkerQueue[K]) Schedule(key K, createdAt, fireAt time.Time) error {
 	if q.badKey(key) {
-		return false
+		return ErrInvalidKey
 	}
+	createdAt, fireAt = q.orNow(createdAt, fireAt)
 	var d delta
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return false
+		return ErrShutdown
 	}
 	i, pos, tag := q.s.idx.find(q.s.slab, key)
 	if i >= 0 {
 		q.mu.Unlock()
-		return false
+		return ErrScheduled
 	}
 	q.scheduleLocked(key, pos, tag, createdAt, fireAt, &d)
 	q.pumpLocked(&d)
 	q.mu.Unlock()
 	q.m.apply(d)
-	return true
+	return nil
 }
 
-// UpdateWork reschedules the work for key to start no earlier than fireAt and
-// reports whether it changed anything.
-//
-// If key has no live schedule, UpdateWork is AddWork. If the schedule is pending
-// or backing off and fireAt differs from its FireAt (time.Time.Equal), it is
-// moved, earlier or later, createdAt replaces CreatedAt and Attempts is reset to
-// zero. If fireAt equals FireAt, nothing changes (a backoff in progress goes on)
-// and UpdateWork returns false. While an attempt is running nothing changes and
-// UpdateWork returns false. After Shutdown it returns false.
-func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) bool {
+// AddWork is [TimedWorkerQueue.Schedule], reporting whether it scheduled.
+func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
+	return q.Schedule(key, createdAt, fireAt) == nil
+}
+
+// Reschedule moves the work for key to start no earlier than fireAt and
+// returns nil; or it changes nothing and returns an error. Without a live
+// schedule it is [TimedWorkerQueue.Schedule]. A pending or backing-off
+// schedule moves, earlier or later: createdAt replaces CreatedAt and Attempts
+// restarts at zero; but a fireAt equal to FireAt (time.Time.Equal) returns
+// [ErrUnchanged], and a backoff goes on. While an attempt runs, Reschedule
+// returns [ErrRunning]. Invalid keys, zero times and shutdown are as for
+// Schedule.
+func (q *TimedWorkerQueue[K]) Reschedule(key K, createdAt, fireAt time.Time) error {
 	if q.badKey(key) {
-		return false
+		return ErrInvalidKey
 	}
+	createdAt, fireAt = q.orNow(createdAt, fireAt)
 	var d delta
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return false
+		return ErrShutdown
 	}
 	i, pos, tag := q.s.idx.find(q.s.slab, key)
 	if i < 0 {
 		q.scheduleLocked(key, pos, tag, createdAt, fireAt, &d)
 	} else {
 		e := &q.s.slab[i]
-		if e.state == stateRunning || (fireAt.Unix() == e.fireSec && int32(fireAt.Nanosecond()) == e.fireNs) {
+		if e.state == stateRunning {
 			q.mu.Unlock()
-			return false
+			return ErrRunning
+		}
+		if fireAt.Unix() == e.fireSec && int32(fireAt.Nanosecond()) == e.fireNs {
+			q.mu.Unlock()
+			return ErrUnchanged
+		}
+		wasFar := saturated(e.next)
+		if wasFar {
+			delete(q.s.xnext, i) // Attempts is reset: NextAttempt is FireAt
 		}
 		q.s.setTimes(i, createdAt, fireAt)
 		e.attempts = 0
@@ -252,7 +273,7 @@ func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) boo
 		e.next = unixNano(fireAt)
 		if e.state == stateWaiting {
 			// The old node is stale now; push a new one rather than sift the old.
-			q.s.unwait()
+			q.s.unwait(wasFar)
 			q.s.push(i)
 		}
 		d.adds++
@@ -260,7 +281,29 @@ func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) boo
 	q.pumpLocked(&d)
 	q.mu.Unlock()
 	q.m.apply(d)
-	return true
+	return nil
+}
+
+// UpdateWork is [TimedWorkerQueue.Reschedule], reporting whether it changed
+// anything.
+func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) bool {
+	return q.Reschedule(key, createdAt, fireAt) == nil
+}
+
+// orNow returns createdAt and fireAt with a zero time replaced by the clock's
+// now. Zero is taken as "not given": kept as is, a zero FireAt would fall in
+// year 1 and report a lateness of two thousand years.
+func (q *TimedWorkerQueue[K]) orNow(createdAt, fireAt time.Time) (time.Time, time.Time) {
+	if createdAt.IsZero() || fireAt.IsZero() {
+		now := q.clock.Now()
+		if createdAt.IsZero() {
+			createdAt = now
+		}
+		if fireAt.IsZero() {
+			fireAt = now
+		}
+	}
+	return createdAt, fireAt
 }
 
 // scheduleLocked creates a schedule for key, which has no live one; pos and
@@ -301,6 +344,7 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 		return false
 	}
 	e := &q.s.slab[i]
+	far := saturated(e.next)
 	q.s.idx.deleteAt(pos)
 	switch e.state {
 	case stateRunning:
@@ -313,7 +357,7 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	case stateWaiting:
 		// Lazy deletion: free the slot, which leaves its heap node stale.
 		q.s.release(i)
-		if q.s.unwait() {
+		if q.s.unwait(far) {
 			q.pumpLocked(&d) // the earliest time may have changed: re-arm the timer
 		}
 	default: // blocked: not in the heap
@@ -353,7 +397,7 @@ func (q *TimedWorkerQueue[K]) snapshotLocked(i int32) TimedWorker[K] {
 	if e.attempts == 0 {
 		w.NextAttempt = w.FireAt
 	} else {
-		w.NextAttempt = time.Unix(0, e.next).In(q.s.fireLocation(i))
+		w.NextAttempt = q.s.nextAt(i).time(q.s.fireLocation(i))
 	}
 	return w
 }

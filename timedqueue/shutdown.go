@@ -37,7 +37,7 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 			dropped++
 			return false
 		})
-		q.s.heap, q.s.waiting = nil, 0
+		q.s.clearWaiting()
 		q.stopTimerLocked()
 		close(q.stop)
 		q.cancelBase(ErrShutdown)

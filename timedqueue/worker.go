@@ -37,7 +37,7 @@ type attempt[K comparable] struct {
 	late     float64                 // start − FireAt, seconds
 	wc       *workCtx[K]             // the work func's ctx: this attempt's own
 	cancel   context.CancelCauseFunc // nil without an attempt timeout
-	deadline int64                   // Unix ns, with an attempt timeout
+	deadline instant                 // with an attempt timeout
 	tpos     int                     // index in q.timed, -1 if not there
 }
 
@@ -57,9 +57,6 @@ const (
 	outcomeWithdrawnFailed
 )
 
-// nowNs reads the queue's clock in Unix nanoseconds.
-func (q *TimedWorkerQueue[K]) nowNs() int64 { return unixNano(q.clock.Now()) }
-
 // pumpLocked brings the queue up to date with its clock: it expires timed-out
 // attempts, starts due schedules while slots are free, and arms the timer for
 // the next event. Every method that may change the earliest event calls it
@@ -77,22 +74,25 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			// timer goroutine just pumps.
 			return
 		}
-		if n, ok := q.s.head(); !ok {
-			if q.armedAt == never {
+		// Far-heap times are compared on the slow path.
+		if len(q.s.far) == 0 {
+			if n, ok := q.s.head(); !ok {
+				if q.armedAt == never {
+					return
+				}
+			} else if n.at == q.armedAt {
 				return
 			}
-		} else if n.at == q.armedAt {
-			return
 		}
 	}
 	for tries := 0; ; tries++ {
-		now := q.nowNs()
-		if q.timeout > 0 && q.minDeadline <= now {
+		now := q.read()
+		if q.timeout > 0 && !now.at.before(q.minDeadline) {
 			q.expireLocked(now)
 		}
 		q.startDueLocked(now, d)
 		want := q.wakeAtLocked(now)
-		if want == never {
+		if want == neverInstant {
 			// Nothing to wait for: stop the timer and let its goroutine
 			// exit. This holds even when the timer is already stopped: a
 			// previous round of this loop may have stopped it after starting
@@ -101,16 +101,16 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			q.idleLocked()
 			return
 		}
-		if want == q.armedAt {
+		if q.armedAt != never && want == q.armedFor {
 			return
 		}
 		q.stopTimerLocked()
-		delay := want - now
-		if delay < 0 { // overflow: want is far away
-			delay = math.MaxInt64
+		// A delay too long for a Duration fires early; the pump then re-arms.
+		q.timer.Reset(now.at.until(want))
+		q.armedFor = want
+		if q.armedAt = want.ns(); q.armedAt == never {
+			q.armedAt = math.MinInt64 // armed: matches no main-heap time, as a far time must not
 		}
-		q.timer.Reset(time.Duration(delay))
-		q.armedAt = want
 		if !q.timerOn {
 			q.timerOn = true
 			go q.timerLoop()
@@ -122,8 +122,8 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		// as much. Either way go round again, from a fresh reading. A real
 		// clock always moves a little, so its late arming (by the time Reset
 		// takes) is accepted after a few tries.
-		now2 := q.nowNs()
-		if now2 < want && (now2 == now || tries >= 2) {
+		now2 := q.read()
+		if now2.at.before(want) && (now2.at == now.at || tries >= 2) {
 			return
 		}
 		q.stopTimerLocked() // else want == armedAt would end the next round early
@@ -142,18 +142,18 @@ func (q *TimedWorkerQueue[K]) idleLocked() {
 	}
 }
 
-// wakeAtLocked returns when the timer must fire next, or never.
-func (q *TimedWorkerQueue[K]) wakeAtLocked(now int64) int64 {
+// wakeAtLocked returns when the timer must fire next, or neverInstant.
+func (q *TimedWorkerQueue[K]) wakeAtLocked(now reading) instant {
 	if q.closed {
-		return never // running work was cancelled; nothing else will start
+		return neverInstant // running work was cancelled; nothing else will start
 	}
 	want := q.minDeadline
-	if n, ok := q.s.head(); ok {
-		// A due head only remains when every slot is busy: a worker that
-		// finishes takes it, no timer is needed. A stale head is never waited
-		// for: head drops it.
-		if n.at > now {
-			want = min(want, n.at)
+	// A due head only remains when every slot is busy: a worker that finishes
+	// takes it, no timer is needed. A stale head is never waited for: peek
+	// drops it.
+	if n, far, ok := q.s.peek(); ok && !q.s.due(n, far, now) {
+		if at := q.s.first(n, far); at.before(want) {
+			want = at
 		}
 	}
 	return want
@@ -175,12 +175,13 @@ func (q *TimedWorkerQueue[K]) stopTimerLocked() {
 
 // startDueLocked starts due schedules, in (NextAttempt, seq) order, while
 // concurrency slots are free, each on a new worker goroutine.
-func (q *TimedWorkerQueue[K]) startDueLocked(now int64, d *delta) {
+func (q *TimedWorkerQueue[K]) startDueLocked(now reading, d *delta) {
 	for !q.closed && q.active < q.max {
-		if n, ok := q.s.head(); !ok || n.at > now {
+		n, far, ok := q.s.peek()
+		if !ok || !q.s.due(n, far, now) {
 			return
 		}
-		a := q.beginLocked(q.s.popHead(), now, nil)
+		a := q.beginLocked(q.s.pop(far), now, nil)
 		q.active++
 		d.running++
 		d.pending--
@@ -190,7 +191,7 @@ func (q *TimedWorkerQueue[K]) startDueLocked(now int64, d *delta) {
 
 // beginLocked marks slot i, just taken from the heap, running and returns its
 // attempt: a, reused, or a new one if a is nil.
-func (q *TimedWorkerQueue[K]) beginLocked(i int32, now int64, a *attempt[K]) *attempt[K] {
+func (q *TimedWorkerQueue[K]) beginLocked(i int32, now reading, a *attempt[K]) *attempt[K] {
 	e := &q.s.slab[i]
 	e.state = stateRunning
 	if a == nil {
@@ -198,7 +199,7 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now int64, a *attempt[K]) *at
 	}
 	*a = attempt[K]{key: e.key, idx: i, seq: e.seq, first: e.attempts == 0, tpos: -1}
 	if a.first {
-		a.late = lateness(now, e)
+		a.late = now.at.secondsSince(instant{e.fireSec, e.fireNs})
 	}
 	// Each attempt gets a ctx of its own, even without a timeout: it tells
 	// Shutdown which attempt its caller belongs to (see workCtx).
@@ -208,29 +209,20 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now int64, a *attempt[K]) *at
 	}
 	cctx, cancel := context.WithCancelCause(q.baseCtx)
 	a.cancel = cancel
-	a.deadline = addNano(now, q.timeout)
-	a.wc.Context, a.wc.deadline = cctx, time.Unix(0, a.deadline)
+	a.deadline = now.at.add(q.timeout)
+	a.wc.Context, a.wc.deadline = cctx, a.deadline.time(time.Local)
 	a.tpos = len(q.timed)
 	q.timed = append(q.timed, a)
-	q.minDeadline = min(q.minDeadline, a.deadline)
+	if a.deadline.before(q.minDeadline) {
+		q.minDeadline = a.deadline
+	}
 	return a
 }
 
-// lateness returns now − FireAt of e, a first attempt, in seconds. e.next,
-// FireAt in saturated Unix ns, cannot be used for a FireAt before 1678: the
-// difference would overflow. Then it is computed from FireAt's seconds.
-func lateness[K comparable](now int64, e *entry[K]) float64 {
-	if d := now - e.next; (d >= 0) == (now >= e.next) {
-		return float64(d) / float64(time.Second)
-	}
-	const sec = int64(time.Second)
-	return float64(now/sec-e.fireSec) + float64(now%sec-int64(e.fireNs))/float64(time.Second)
-}
-
 // expireLocked cancels the attempts whose deadline has passed.
-func (q *TimedWorkerQueue[K]) expireLocked(now int64) {
+func (q *TimedWorkerQueue[K]) expireLocked(now reading) {
 	for i := 0; i < len(q.timed); {
-		if a := q.timed[i]; a.deadline <= now {
+		if a := q.timed[i]; !now.at.before(a.deadline) {
 			a.cancel(context.DeadlineExceeded)
 			q.untimeLocked(a) // moves the last one to i
 			continue
@@ -251,9 +243,11 @@ func (q *TimedWorkerQueue[K]) untimeLocked(a *attempt[K]) {
 	q.timed = q.timed[:last]
 	a.tpos = -1
 	if a.deadline == q.minDeadline {
-		q.minDeadline = never
+		q.minDeadline = neverInstant
 		for _, b := range q.timed {
-			q.minDeadline = min(q.minDeadline, b.deadline)
+			if b.deadline.before(q.minDeadline) {
+				q.minDeadline = b.deadline
+			}
 		}
 	}
 }
@@ -384,7 +378,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 	// taken a little early is still a valid now: the retry time is counted
 	// from the failure, and a due check that misses a step made meanwhile
 	// leaves the item to the pump that follows the slot's release.
-	now := q.nowNs()
+	now := q.read()
 	q.mu.Lock()
 	q.untimeLocked(a)
 	q.returnedLocked(a.wc)
@@ -410,7 +404,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		if !q.closed && !IsPermanent(err) && int(e.attempts) < q.retry.MaxAttempts {
 			o.kind, o.err = outcomeRetry, err
 			o.wait = q.retry.backoff(int(e.attempts))
-			e.next = addNano(now, o.wait)
+			s.setNext(a.idx, now.at.add(o.wait))
 			s.push(a.idx)
 			d.pending++
 			d.retries++
@@ -442,7 +436,7 @@ func (q *TimedWorkerQueue[K]) release(a *attempt[K]) *attempt[K] {
 	var d delta
 	q.mu.Lock()
 	q.hooking--
-	next := q.nextLocked(&d, q.nowNs(), a)
+	next := q.nextLocked(&d, q.read(), a)
 	q.mu.Unlock()
 	q.m.apply(d)
 	return next
@@ -450,9 +444,9 @@ func (q *TimedWorkerQueue[K]) release(a *attempt[K]) *attempt[K] {
 
 // nextLocked returns the next due attempt for a worker that has just finished
 // one, keeping its slot; or gives the slot up and returns nil.
-func (q *TimedWorkerQueue[K]) nextLocked(d *delta, now int64, a *attempt[K]) *attempt[K] {
-	if n, ok := q.s.head(); !q.closed && ok && n.at <= now {
-		a = q.beginLocked(q.s.popHead(), now, a)
+func (q *TimedWorkerQueue[K]) nextLocked(d *delta, now reading, a *attempt[K]) *attempt[K] {
+	if n, far, ok := q.s.peek(); !q.closed && ok && q.s.due(n, far, now) {
+		a = q.beginLocked(q.s.pop(far), now, a)
 		d.pending--
 		q.pumpLocked(d)
 		return a
