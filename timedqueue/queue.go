@@ -109,6 +109,7 @@ type TimedWorkerQueue[K comparable] struct {
 	minDeadline instant        // min deadline over timed, or neverInstant
 	closed      bool
 	inside      int           // running attempts whose work ctx is in Shutdown (see workCtx)
+	ctxs        []workCtx[K]  // the rest of the chunk newWorkCtxLocked takes work ctxs from
 	timerOn     bool          // the timer goroutine runs; true whenever armedAt != never
 	hooking     int           // workers in the failure hook: they hold a slot, Shutdown does not wait for them
 	changed     chan struct{} // after Shutdown: closed and replaced when a Shutdown wait condition may have changed

@@ -16,15 +16,14 @@ type workCtxKey struct{}
 // ctx stands for no attempt: a goroutine that outlives its work func, or a
 // later attempt's, must not make Shutdown skip anything.
 //
-// One is allocated per attempt (a worker reuses its attempt struct, but a ctx
-// may be kept by the user after its work func returned, so it cannot be
-// reused). Without an attempt timeout its parent is the queue's base ctx, so
-// that is all the attempt costs: no cancel func, no registration with the
-// parent.
+// So each attempt needs a workCtx of its own, never reused: a ctx may be kept
+// after its work func returned. Without an attempt timeout it is all the
+// attempt costs, 32 bytes taken from a chunk (see newWorkCtxLocked); its
+// parent is the queue's base ctx, so no cancel func, no registration with the
+// parent. With a timeout the work func gets a timedCtx around it.
 type workCtx[K comparable] struct {
 	context.Context
-	q        *TimedWorkerQueue[K]
-	deadline time.Time // zero without an attempt timeout
+	q *TimedWorkerQueue[K]
 	// Guarded by q.mu.
 	running   bool  // the work func has not returned
 	shutdowns int32 // Shutdown calls in progress with this ctx
@@ -37,16 +36,37 @@ func (c *workCtx[K]) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-func (c *workCtx[K]) Deadline() (time.Time, bool) {
-	if c.deadline.IsZero() {
-		return c.Context.Deadline()
+// workCtxChunk is how many workCtxs newWorkCtxLocked allocates at once: one
+// allocation per 64 attempts instead of one per attempt. A chunk stays alive
+// while any of its ctxs does (2 KiB for a ctx kept for long).
+const workCtxChunk = 64
+
+// newWorkCtxLocked returns a new workCtx for a running attempt.
+func (q *TimedWorkerQueue[K]) newWorkCtxLocked() *workCtx[K] {
+	if len(q.ctxs) == 0 {
+		q.ctxs = make([]workCtx[K], workCtxChunk)
 	}
-	return c.deadline, true
+	c := &q.ctxs[0]
+	q.ctxs = q.ctxs[1:]
+	*c = workCtx[K]{Context: q.baseCtx, q: q, running: true}
+	return c
+}
+
+// timedCtx is the work ctx of an attempt with a timeout: its workCtx's
+// Context is a child of the base ctx that the queue cancels at the deadline,
+// on its own clock.
+type timedCtx[K comparable] struct {
+	*workCtx[K]
+	deadline instant
+}
+
+func (c *timedCtx[K]) Deadline() (time.Time, bool) {
+	return c.deadline.time(time.Local), true
 }
 
 // Err reports context.DeadlineExceeded when the attempt timed out: the queue
-// cancels the attempt with that cause from its own timer, on its own clock.
-func (c *workCtx[K]) Err() error {
+// cancels the attempt with that cause from its own timer.
+func (c *timedCtx[K]) Err() error {
 	err := c.Context.Err()
 	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
 		return context.DeadlineExceeded

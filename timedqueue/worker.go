@@ -35,7 +35,8 @@ type attempt[K comparable] struct {
 	seq      uint64                  // the schedule's seq: if the slot no longer has it, the schedule was withdrawn
 	first    bool                    // first attempt of its schedule: lateness is observed
 	late     float64                 // start − FireAt, seconds
-	wc       *workCtx[K]             // the work func's ctx: this attempt's own
+	wc       *workCtx[K]             // this attempt's identity
+	ctx      context.Context         // the work func's ctx: wc, or a timedCtx around it
 	cancel   context.CancelCauseFunc // nil without an attempt timeout
 	deadline instant                 // with an attempt timeout
 	tpos     int                     // index in q.timed, -1 if not there
@@ -203,14 +204,16 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now reading, a *attempt[K]) *
 	}
 	// Each attempt gets a ctx of its own, even without a timeout: it tells
 	// Shutdown which attempt its caller belongs to (see workCtx).
-	a.wc = &workCtx[K]{Context: q.baseCtx, q: q, running: true}
+	a.wc = q.newWorkCtxLocked()
+	a.ctx = a.wc
 	if q.timeout <= 0 {
 		return a
 	}
 	cctx, cancel := context.WithCancelCause(q.baseCtx)
 	a.cancel = cancel
 	a.deadline = now.at.add(q.timeout)
-	a.wc.Context, a.wc.deadline = cctx, a.deadline.time(time.Local)
+	a.wc.Context = cctx
+	a.ctx = &timedCtx[K]{workCtx: a.wc, deadline: a.deadline}
 	a.tpos = len(q.timed)
 	q.timed = append(q.timed, a)
 	if a.deadline.before(q.minDeadline) {
@@ -363,7 +366,7 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 			a.cancel(context.Canceled)
 		}
 	}()
-	return q.work(a.wc, a.key)
+	return q.work(a.ctx, a.key)
 }
 
 // settle records the end of attempt a with error err. It returns the next
