@@ -34,7 +34,8 @@ type options struct {
 	metrics        MetricsProvider
 	name           string
 	attemptTimeout time.Duration
-	failureHook    any // func(TimedWorker[K], error), checked by New
+	failureHook    any // FailureFunc[K], checked by New
+	retryHook      any // RetryFunc[K], checked by New
 }
 
 // WithClock sets the clock the queue reads time from and arms its timer on.
@@ -109,34 +110,56 @@ func WithFailureHook[K comparable](f FailureFunc[K]) Option {
 	return optionFunc(func(o *options) { o.failureHook = f })
 }
 
-func buildOptions[K comparable](opts []Option) (options, FailureFunc[K], error) {
+// RetryFunc is called when an attempt failed and will be retried. w is the
+// schedule after the failure: Attempts counts its failed attempts and
+// NextAttempt is when the retry starts; err is the attempt's error, or a
+// *[PanicError].
+type RetryFunc[K comparable] func(w TimedWorker[K], err error)
+
+// WithRetryHook sets a function called once for each failed attempt that
+// will be retried, after the retry is scheduled: GetWorker reports it, and
+// moving the clock to w.NextAttempt starts it (possibly before the hook
+// returns). It is called as the failure hook is. New returns an error if K is
+// not the queue's key type.
+func WithRetryHook[K comparable](f RetryFunc[K]) Option {
+	return optionFunc(func(o *options) { o.retryHook = f })
+}
+
+// hooks holds a queue's hooks, nil if not set.
+type hooks[K comparable] struct {
+	failure FailureFunc[K]
+	retry   RetryFunc[K]
+}
+
+func buildOptions[K comparable](opts []Option) (options, hooks[K], error) {
+	var h hooks[K]
 	o := options{maxConcurrency: DefaultMaxConcurrency, metrics: noopProvider{}}
 	for _, opt := range opts {
 		if opt == nil {
-			return o, nil, fmt.Errorf("timedqueue: nil Option")
+			return o, h, fmt.Errorf("timedqueue: nil Option")
 		}
 		opt.apply(&o)
 	}
 	if !o.clockSet {
 		o.clock = clock.RealClock{}
 	} else if o.clock == nil {
-		return o, nil, fmt.Errorf("timedqueue: WithClock: clock must not be nil")
+		return o, h, fmt.Errorf("timedqueue: WithClock: clock must not be nil")
 	}
 	if o.maxConcurrency < 1 {
-		return o, nil, fmt.Errorf("timedqueue: MaxConcurrency must be at least 1, got %d", o.maxConcurrency)
+		return o, h, fmt.Errorf("timedqueue: MaxConcurrency must be at least 1, got %d", o.maxConcurrency)
 	}
 	if o.maxConcurrency > maxSlots {
-		return o, nil, fmt.Errorf("timedqueue: MaxConcurrency must be at most %d, got %d", maxSlots, o.maxConcurrency)
+		return o, h, fmt.Errorf("timedqueue: MaxConcurrency must be at most %d, got %d", maxSlots, o.maxConcurrency)
 	}
 	var err error
 	if o.retry, err = o.retry.normalize(); err != nil {
-		return o, nil, err
+		return o, h, err
 	}
 	if o.attemptTimeout < 0 {
-		return o, nil, fmt.Errorf("timedqueue: AttemptTimeout must not be negative, got %v", o.attemptTimeout)
+		return o, h, fmt.Errorf("timedqueue: AttemptTimeout must not be negative, got %v", o.attemptTimeout)
 	}
 	if o.metrics == nil {
-		return o, nil, fmt.Errorf("timedqueue: WithMetricsProvider: provider must not be nil")
+		return o, h, fmt.Errorf("timedqueue: WithMetricsProvider: provider must not be nil")
 	}
 	if !o.loggerSet {
 		o.logger = klog.Background()
@@ -144,15 +167,14 @@ func buildOptions[K comparable](opts []Option) (options, FailureFunc[K], error) 
 	if o.name != "" {
 		o.logger = o.logger.WithValues("queue", o.name)
 	}
-	var hook FailureFunc[K]
-	switch h := o.failureHook.(type) {
-	case nil:
-	case FailureFunc[K]:
-		hook = h
-	default:
-		return o, nil, fmt.Errorf("timedqueue: WithFailureHook: hook type %T does not match the queue's key type %v", h, reflect.TypeFor[K]())
+	var ok bool
+	if h.failure, ok = o.failureHook.(FailureFunc[K]); o.failureHook != nil && !ok {
+		return o, h, fmt.Errorf("timedqueue: WithFailureHook: hook type %T does not match the queue's key type %v", o.failureHook, reflect.TypeFor[K]())
 	}
-	return o, hook, nil
+	if h.retry, ok = o.retryHook.(RetryFunc[K]); o.retryHook != nil && !ok {
+		return o, h, fmt.Errorf("timedqueue: WithRetryHook: hook type %T does not match the queue's key type %v", o.retryHook, reflect.TypeFor[K]())
+	}
+	return o, h, nil
 }
 
 // maxSlots bounds MaxConcurrency so that counts fit comfortably in an int32.

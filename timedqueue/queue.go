@@ -84,7 +84,7 @@ type TimedWorkerQueue[K comparable] struct {
 	retry   RetryPolicy
 	timeout time.Duration
 	log     logr.Logger
-	hook    FailureFunc[K]
+	hooks   hooks[K]
 	m       metrics
 	// checkKeys: K holds interfaces, so a key may hold a value that is not
 	// comparable (a slice, a map, a func); such a key would make the index's
@@ -111,7 +111,7 @@ type TimedWorkerQueue[K comparable] struct {
 	inside      int           // running attempts whose work ctx is in Shutdown (see workCtx)
 	ctxs        []workCtx[K]  // the rest of the chunk newWorkCtxLocked takes work ctxs from
 	timerOn     bool          // the timer goroutine runs; true whenever armedAt != never
-	hooking     int           // workers in the failure hook: they hold a slot, Shutdown does not wait for them
+	hooking     int           // workers in a hook: they hold a slot, Shutdown does not wait for them
 	changed     chan struct{} // after Shutdown: closed and replaced when a Shutdown wait condition may have changed
 }
 
@@ -125,7 +125,7 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 	if work == nil {
 		return nil, errors.New("timedqueue: work func must not be nil")
 	}
-	o, hook, err := buildOptions[K](opts)
+	o, hooks, err := buildOptions[K](opts)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		retry:       o.retry,
 		timeout:     o.attemptTimeout,
 		log:         o.logger,
-		hook:        hook,
+		hooks:       hooks,
 		m:           newMetrics(o.metrics, o.name),
 		stop:        make(chan struct{}),
 		idle:        make(chan struct{}, 1),

@@ -296,7 +296,7 @@ func (q *TimedWorkerQueue[K]) timerLoop() {
 func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 	// If a work func calls runtime.Goexit, this goroutine ends in the middle
 	// of the loop; the deferred func completes the bookkeeping and hands the
-	// next attempt to a new goroutine. (A Goexit in the failure hook is
+	// next attempt to a new goroutine. (A Goexit in a hook is
 	// handled by hookThenRelease.)
 	inWork := false
 	defer func() {
@@ -315,7 +315,7 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 	}
 }
 
-// finish settles a, reports it, calls the failure hook if needed and returns
+// finish settles a, reports it, calls a hook if needed and returns
 // the next attempt for this worker.
 func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 	var o outcome[K]
@@ -327,7 +327,7 @@ func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 	return next
 }
 
-// hookThenRelease calls the failure hook, then gives the slot up or takes the
+// hookThenRelease calls the failure or retry hook, then gives the slot up or takes the
 // next due attempt (reusing a). If the hook calls runtime.Goexit, the deferred
 // func still releases the slot and hands the next attempt to a new goroutine.
 func (q *TimedWorkerQueue[K]) hookThenRelease(a *attempt[K], o *outcome[K]) *attempt[K] {
@@ -370,7 +370,7 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 }
 
 // settle records the end of attempt a with error err. It returns the next
-// attempt this worker should run, unless o needs the failure hook (wait is
+// attempt this worker should run, unless o needs a hook (wait is
 // true): then the worker keeps its slot until it has called the hook and
 // [TimedWorkerQueue.release].
 func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (next *attempt[K], wait bool) {
@@ -411,7 +411,11 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 			s.push(a.idx)
 			d.pending++
 			d.retries++
-			o.w.Attempts = int(e.attempts)
+			if q.hooks.retry != nil {
+				o.w = q.snapshotLocked(a.idx)
+			} else {
+				o.w.Attempts = int(e.attempts) // for the log
+			}
 		} else {
 			o.kind, o.err = outcomeFinal, err
 			o.w = q.snapshotLocked(a.idx)
@@ -421,9 +425,12 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 			d.failures++
 		}
 	}
-	if o.kind == outcomeFinal && q.hook != nil {
+	if o.kind == outcomeFinal && q.hooks.failure != nil || o.kind == outcomeRetry && q.hooks.retry != nil {
 		q.hooking++
-		q.notifyLocked() // Shutdown does not wait for a worker in the hook
+		q.notifyLocked() // Shutdown does not wait for a worker in a hook
+		if o.kind == outcomeRetry {
+			q.pumpLocked(&d) // arm the timer for the retry before the hook runs
+		}
 		q.mu.Unlock()
 		q.m.apply(d)
 		return nil, true
@@ -434,7 +441,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 	return next, false
 }
 
-// release is settle's second half when the failure hook had to be called first.
+// release is settle's second half when a hook had to be called first.
 func (q *TimedWorkerQueue[K]) release(a *attempt[K]) *attempt[K] {
 	var d delta
 	q.mu.Lock()
@@ -473,12 +480,16 @@ func (q *TimedWorkerQueue[K]) report(o *outcome[K]) {
 	}
 }
 
-// callHook calls the failure hook, recovering a panic.
+// callHook calls the failure or retry hook for o, recovering a panic.
 func (q *TimedWorkerQueue[K]) callHook(o *outcome[K]) {
 	defer func() {
 		if r := recover(); r != nil {
-			q.log.Error(fmt.Errorf("%v", r), "Failure hook panicked", "key", o.w.Key, "stack", string(debug.Stack()))
+			q.log.Error(fmt.Errorf("%v", r), "Hook panicked", "key", o.w.Key, "stack", string(debug.Stack()))
 		}
 	}()
-	q.hook(o.w, o.err)
+	if o.kind == outcomeRetry {
+		q.hooks.retry(o.w, o.err)
+	} else {
+		q.hooks.failure(o.w, o.err)
+	}
 }
