@@ -11,72 +11,34 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// WorkFunc is the work a [TimedWorkerQueue] runs for a key once its FireAt has
-// come. ctx is cancelled when the queue shuts down and, with
-// [WithAttemptTimeout], when the attempt times out. A nil error ends the
-// schedule; an error (or a panic) fails the attempt, which is retried per the
-// queue's [RetryPolicy] unless it is [Permanent].
+// WorkFunc is the work for key. ctx is cancelled by Shutdown and by the
+// attempt timeout. A nil error ends the schedule; an error fails the attempt.
 type WorkFunc[K comparable] func(ctx context.Context, key K) error
 
-// TimedWorker is a snapshot of one schedule, as returned by
-// [TimedWorkerQueue.GetWorker]. It is a copy, safe to keep and to read while the
-// queue changes. Times are returned with the instant and Location the caller
-// gave, without a monotonic clock reading.
+// TimedWorker is a snapshot of one schedule, safe to keep. Its times have the
+// instant and Location the caller gave, without a monotonic reading.
 type TimedWorker[K comparable] struct {
-	// Key is the key the schedule was added for.
-	Key K
-	// CreatedAt is as given by the caller of the AddWork or UpdateWork that
-	// scheduled this work; the queue does not use it.
-	CreatedAt time.Time
-	// FireAt is as given by the caller; retries never change it.
-	FireAt time.Time
-	// Attempts counts the failed attempts of this schedule so far.
-	Attempts int
-	// NextAttempt is when the work will next start: FireAt, or the retry time
-	// after a failure. While Running it is when the running attempt was due.
-	NextAttempt time.Time
-	// Running reports whether an attempt is in flight.
-	Running bool
+	Key         K
+	CreatedAt   time.Time // as given to Schedule or Reschedule; not used by the queue
+	FireAt      time.Time // as given; retries never change it
+	Attempts    int       // failed attempts of this schedule so far
+	NextAttempt time.Time // FireAt, or the retry's time; when the running attempt was due
+	Running     bool      // an attempt is in flight
 }
 
-// Errors of [TimedWorkerQueue.Schedule] and [TimedWorkerQueue.Reschedule]
-// (for which AddWork and UpdateWork return false), returned as they are.
+// Errors of Schedule and Reschedule, returned as they are.
 var (
-	// ErrScheduled means that the key already has a live schedule.
 	ErrScheduled = errors.New("timedqueue: key already scheduled")
-	// ErrRunning means that an attempt for the key is running.
-	ErrRunning = errors.New("timedqueue: key is running")
-	// ErrUnchanged means that fireAt equals the schedule's FireAt.
+	ErrRunning   = errors.New("timedqueue: key is running")
 	ErrUnchanged = errors.New("timedqueue: FireAt unchanged")
-	// ErrInvalidKey means that the key is not equal to itself (it holds a
-	// NaN) or, when K holds interfaces, holds a value that is not
-	// comparable (a slice, a map, a func): it could not be found again.
-	// CancelWork and GetWorker report false for it.
+	// ErrInvalidKey: a key not equal to itself (NaN) or holding an uncomparable value.
 	ErrInvalidKey = errors.New("timedqueue: invalid key")
-	// ErrShutdown means that the queue was shut down. It is also the cause
-	// (context.Cause) of the cancellation of the work ctx by Shutdown.
+	// ErrShutdown is also the Cause of the work ctx's cancellation.
 	ErrShutdown = errors.New("timedqueue: queue shut down")
 )
 
-// TimedWorkerQueue runs a [WorkFunc] for each scheduled key no earlier than the
-// key's FireAt, read from the queue's clock, with at most MaxConcurrency work
-// funcs at once, retrying failures with exponential backoff.
-//
-// Each key has at most one live schedule, which is pending, running or backing
-// off; a schedule cancelled while running is withdrawn: its attempt finishes and
-// nothing follows. The package documentation gives the full state table.
-//
-// AddWork, UpdateWork and CancelWork are O(log n) amortised in the number of
-// schedules (cancelled and rescheduled work leaves a stale heap node that a
-// later O(n) compaction drops); GetWorker and Len are O(1). A pending schedule
-// costs about 100 bytes of heap with a string key (measured at 1M items, keys
-// not counted), no goroutine and no timer: the queue runs one timer goroutine
-// while a schedule waits for a future time, plus at most MaxConcurrency work
-// goroutines while work is due, all started on demand.
-//
-// A TimedWorkerQueue is safe for concurrent use by multiple goroutines, and its
-// methods may be called from work funcs and hooks. The zero value is not usable;
-// call [New].
+// TimedWorkerQueue runs a [WorkFunc] for scheduled keys. It is safe for
+// concurrent use by multiple goroutines. The zero value is not usable.
 type TimedWorkerQueue[K comparable] struct {
 	work    WorkFunc[K]
 	clock   clock.Clock
@@ -115,12 +77,7 @@ type TimedWorkerQueue[K comparable] struct {
 	changed     chan struct{} // after Shutdown: closed and replaced when a Shutdown wait condition may have changed
 }
 
-// New returns a queue that runs work for each scheduled key, configured by opts.
-// It returns an error naming the bad value if work is nil or an option is
-// invalid. New starts no goroutine: the queue starts its goroutines when work
-// is scheduled and they exit when nothing is pending, running or backing off,
-// so an idle queue holds no goroutine and no armed timer even if it is never
-// shut down.
+// New returns a queue running work, or an error naming the bad value.
 func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], error) {
 	if work == nil {
 		return nil, errors.New("timedqueue: work func must not be nil")
@@ -196,14 +153,10 @@ func comparableKey[K comparable](key K) bool {
 	return reflect.ValueOf(&key).Elem().Comparable()
 }
 
-// Schedule schedules work for key, to start no earlier than fireAt, and
-// returns nil; or it changes nothing and returns [ErrInvalidKey],
-// [ErrShutdown], or [ErrScheduled] if key has a live schedule. After a
-// withdrawn attempt, the new schedule also waits for that attempt to return.
-//
-// fireAt at or before now starts as soon as a slot is free, possibly before
-// Schedule returns. createdAt is kept for the caller. A zero createdAt or
-// fireAt stands for the queue clock's now at the call.
+// Schedule schedules work for key at fireAt, or changes nothing and returns
+// [ErrScheduled] (key has a live schedule), [ErrInvalidKey] or [ErrShutdown].
+// After a withdrawn attempt, the new schedule also waits for its return. A
+// zero createdAt or fireAt means the clock's now; createdAt is not used.
 func (q *TimedWorkerQueue[K]) Schedule(key K, createdAt, fireAt time.Time) error {
 	if q.badKey(key) {
 		return ErrInvalidKey
@@ -227,19 +180,15 @@ func (q *TimedWorkerQueue[K]) Schedule(key K, createdAt, fireAt time.Time) error
 	return nil
 }
 
-// AddWork is [TimedWorkerQueue.Schedule], reporting whether it scheduled.
+// AddWork is Schedule, reporting whether it scheduled.
 func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
 	return q.Schedule(key, createdAt, fireAt) == nil
 }
 
-// Reschedule moves the work for key to start no earlier than fireAt and
-// returns nil; or it changes nothing and returns an error. Without a live
-// schedule it is [TimedWorkerQueue.Schedule]. A pending or backing-off
-// schedule moves, earlier or later: createdAt replaces CreatedAt and Attempts
-// restarts at zero; but a fireAt equal to FireAt (time.Time.Equal) returns
-// [ErrUnchanged], and a backoff goes on. While an attempt runs, Reschedule
-// returns [ErrRunning]. Invalid keys, zero times and shutdown are as for
-// Schedule.
+// Reschedule moves the work for key to fireAt, earlier or later, replacing
+// CreatedAt and restarting Attempts at zero; without a live schedule it is
+// Schedule. It changes nothing and returns [ErrRunning] while an attempt runs,
+// [ErrUnchanged] if fireAt equals FireAt (a backoff goes on), or as Schedule.
 func (q *TimedWorkerQueue[K]) Reschedule(key K, createdAt, fireAt time.Time) error {
 	if q.badKey(key) {
 		return ErrInvalidKey
@@ -285,8 +234,7 @@ func (q *TimedWorkerQueue[K]) Reschedule(key K, createdAt, fireAt time.Time) err
 	return nil
 }
 
-// UpdateWork is [TimedWorkerQueue.Reschedule], reporting whether it changed
-// anything.
+// UpdateWork is Reschedule, reporting whether it changed anything.
 func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) bool {
 	return q.Reschedule(key, createdAt, fireAt) == nil
 }
@@ -328,11 +276,9 @@ func (q *TimedWorkerQueue[K]) scheduleLocked(key K, pos, tag uint32, createdAt, 
 	d.pending++
 }
 
-// CancelWork removes pending or backing-off work for key and reports whether it
-// did. When it returns true, the work func will not start for that schedule.
-// Running work is not interrupted: CancelWork returns false, the schedule is
-// withdrawn (GetWorker reports false and the key is free for AddWork at once),
-// and a failed attempt is not retried. CancelWork of an absent key returns false.
+// CancelWork reports whether it removed pending or backing-off work for key,
+// which then never starts. A running attempt goes on, withdrawn: CancelWork
+// frees the key and returns false.
 func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	if q.badKey(key) {
 		return false
@@ -370,9 +316,7 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	return true
 }
 
-// GetWorker returns a snapshot of the live schedule for key and reports whether
-// there is one: pending, running or backing off. A withdrawn attempt is not
-// reported.
+// GetWorker returns a snapshot of the live schedule for key, if any.
 func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
 	if q.badKey(key) {
 		return TimedWorker[K]{}, false
@@ -403,8 +347,7 @@ func (q *TimedWorkerQueue[K]) snapshotLocked(i int32) TimedWorker[K] {
 	return w
 }
 
-// Len returns the number of live schedules: pending, running and backing off,
-// not withdrawn.
+// Len returns the number of live schedules.
 func (q *TimedWorkerQueue[K]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -5,23 +5,12 @@ import (
 	"errors"
 )
 
-// Shutdown stops the queue and waits for its work funcs to return.
-//
-// It refuses new work (later AddWork and UpdateWork return false), drops the
-// pending and backing-off schedules (they never run; their number is logged and
-// counted as drops), cancels the ctx given to running work funcs with cause
-// [ErrShutdown], and waits for every work func to return; a running attempt
-// that fails is not retried. The return of every work func happens before
-// Shutdown returns nil. If ctx ends first, Shutdown returns ctx.Err(); the
-// queue is stopped all the same, and Shutdown may be called again to wait.
-//
-// From inside a work func, pass its ctx (or one derived from it): Shutdown then
-// does not wait for that work func while it runs, nor for other work funcs
-// blocked in Shutdown the same way. Any other ctx, or the ctx of a work func
-// that has returned, makes Shutdown wait for every running work func.
-//
-// Shutdown does not wait for hooks in progress: a hook may call it, and may
-// still call the queue after Shutdown returned.
+// Shutdown stops the queue: Schedule returns [ErrShutdown], schedules not
+// running are dropped (logged and counted), running ones get their ctx
+// cancelled and no retry. The return of every work func happens before
+// Shutdown returns nil; if ctx ends first it returns ctx.Err() (call it again
+// to wait). From a work func, pass its ctx: Shutdown then does not wait for
+// that work func while it runs, nor for others blocked in Shutdown likewise.
 func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 	own := q.ownAttempt(ctx)
 	var d delta

@@ -9,17 +9,13 @@ import (
 	"time"
 )
 
-// PanicError is the error an attempt fails with when its work func panics. The
-// panic is recovered: it never kills the process and counts as a failure.
+// PanicError is the error of a work func that panicked.
 type PanicError struct {
-	// Value is the value passed to panic.
-	Value any
-	// Stack is the stack of the panicking goroutine, as debug.Stack returns it.
-	Stack []byte
+	Value any    // passed to panic
+	Stack []byte // of the panicking goroutine, from debug.Stack
 }
 
-// Error returns "timedqueue: work func panicked: " followed by the panic
-// value; the stack is left out.
+// Error returns the panic value, without the stack.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("timedqueue: work func panicked: %v", e.Value)
 }
