@@ -247,14 +247,14 @@ func TestModelFarTimes(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		start   time.Time
-		farPast bool
+		farTimes bool
 	}{
 		{"clock in 1500", time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), false},
 		{"clock in 2500", time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC), false},
-		{"some FireAt in 1500", t0, true},
+		{"some FireAt in 1500 or 2300", t0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runModel(t, 21, 2500, modelKeys, tc.start, tc.farPast) })
+			synctest.Test(t, func(t *testing.T) { runModel(t, 21, 2500, modelKeys, tc.start, tc.farTimes) })
 		})
 	}
 }
@@ -271,8 +271,9 @@ func TestModelManyKeys(t *testing.T) {
 }
 
 // runModel runs ops random operations on nkeys keys with a clock starting at
-// start. With farPast, a tenth of the times are in 1500 instead of around now.
-func runModel(t *testing.T, seed uint64, ops, nkeys int, start time.Time, farPast bool) {
+// start. With farTimes, a tenth of the times are in 1500 and a twentieth in
+// 2300 instead of around now; those left in 2300 are cancelled at the end.
+func runModel(t *testing.T, seed uint64, ops, nkeys int, start time.Time, farTimes bool) {
 	clk := testingclock.NewFakeClock(start)
 	m := &model{t: t, clk: clk, seed: seed, keys: map[string]*modelKey{}, block: true, tries: map[string]int{}}
 	for i := range nkeys {
@@ -283,8 +284,13 @@ func runModel(t *testing.T, seed uint64, ops, nkeys int, start time.Time, farPas
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	randTime := func() time.Time { // from 1s ago to 3s ahead, half of them on a 100ms grid (ties)
-		if farPast && rng.IntN(10) == 0 {
-			return time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(3)) * time.Second)
+		if farTimes {
+			switch rng.IntN(20) {
+			case 0, 1:
+				return time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(3)) * time.Second)
+			case 2:
+				return time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(3)) * time.Second)
+			}
 		}
 		if rng.IntN(2) == 0 {
 			return clk.Now().Add(time.Duration(rng.IntN(41)-10) * 100 * time.Millisecond)
@@ -368,6 +374,22 @@ func runModel(t *testing.T, seed uint64, ops, nkeys int, start time.Time, farPas
 			break
 		}
 	}
+
+	// Cancel what waits for 2300; the drain below lets only seconds pass.
+	m.mu.Lock()
+	for key, k := range m.keys {
+		if s := k.live; s != nil && s.fireAt.Year() >= 2300 && k.running != s {
+			s.end, k.live = "cancelled", nil
+			m.mu.Unlock()
+			if !q.CancelWork(key) {
+				m.fail("CancelWork(%s) of a schedule due in 2300 = false", key)
+			}
+			m.mu.Lock()
+		}
+	}
+	m.mu.Unlock()
+	synctest.Wait()
+	m.checkQuiescent(q)
 
 	// Drain: no more blocking; release what is blocked and let time pass.
 	m.mu.Lock()

@@ -71,15 +71,17 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			// timer goroutine just pumps.
 			return
 		}
-		// Far-heap times are compared on the slow path.
-		if len(q.s.far) == 0 {
-			if n, ok := q.s.head(); !ok {
-				if q.armedAt == never {
-					return
-				}
-			} else if n.at == q.armedAt {
+		switch n, far, ok := q.s.peek(); {
+		case !ok:
+			if q.armedAt == never {
 				return
 			}
+		case far: // the far heap's times saturate: compare them in full
+			if q.armedAt != never && q.s.first(n, far) == q.armedFor {
+				return
+			}
+		case n.at == q.armedAt:
+			return
 		}
 	}
 	for tries := 0; ; tries++ {
@@ -292,8 +294,8 @@ func (q *TimedWorkerQueue[K]) timerLoop() {
 func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 	// If a work func calls runtime.Goexit, this goroutine ends in the middle
 	// of the loop; the deferred func completes the bookkeeping and hands the
-	// next attempt to a new goroutine. (A Goexit in a hook is
-	// handled by hookThenRelease.)
+	// next attempt to a new goroutine. (A Goexit in a hook is handled by
+	// hookThenRelease.)
 	inWork := false
 	defer func() {
 		if !inWork {
@@ -311,8 +313,8 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 	}
 }
 
-// finish settles a, reports it, calls a hook if needed and returns
-// the next attempt for this worker.
+// finish settles a, reports it, calls a hook if needed and returns the next
+// attempt for this worker.
 func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 	var o outcome[K]
 	next, wait := q.settle(a, err, &o)
@@ -323,9 +325,10 @@ func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 	return next
 }
 
-// hookThenRelease calls the failure or retry hook, then gives the slot up or takes the
-// next due attempt (reusing a). If the hook calls runtime.Goexit, the deferred
-// func still releases the slot and hands the next attempt to a new goroutine.
+// hookThenRelease calls the failure or retry hook, then gives the slot up or
+// takes the next due attempt (reusing a). If the hook calls runtime.Goexit,
+// the deferred func still releases the slot and hands the next attempt to a
+// new goroutine.
 func (q *TimedWorkerQueue[K]) hookThenRelease(a *attempt[K], o *outcome[K]) *attempt[K] {
 	returned := false
 	defer func() {
@@ -366,8 +369,8 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 }
 
 // settle records the end of attempt a with error err. It returns the next
-// attempt this worker should run, unless o needs a hook (wait is
-// true): then the worker keeps its slot until it has called the hook and
+// attempt this worker should run, unless o needs a hook (wait is true): then
+// the worker keeps its slot until it has called the hook and
 // [TimedWorkerQueue.release].
 func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (next *attempt[K], wait bool) {
 	var d delta
