@@ -245,8 +245,8 @@ func TestModel(t *testing.T) {
 // some FireAts long past on a clock of today, mixed with ordinary ones.
 func TestModelFarTimes(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		start   time.Time
+		name     string
+		start    time.Time
 		farTimes bool
 	}{
 		{"clock in 1500", time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), false},

@@ -22,7 +22,7 @@ type TimedWorker[K comparable] struct {
 	CreatedAt   time.Time // as given to Schedule or Reschedule; not used by the queue
 	FireAt      time.Time // as given; retries never change it
 	Attempts    int       // failed attempts of this schedule so far
-	NextAttempt time.Time // FireAt, or the retry's time; when the running attempt was due
+	NextAttempt time.Time // FireAt, or the retry time after a failure (if Running: this attempt's)
 	Running     bool      // an attempt is in flight
 }
 
@@ -38,7 +38,8 @@ var (
 )
 
 // TimedWorkerQueue runs a [WorkFunc] for scheduled keys. It is safe for
-// concurrent use by multiple goroutines. The zero value is not usable.
+// concurrent use by multiple goroutines. The zero value is not usable; call
+// [New].
 type TimedWorkerQueue[K comparable] struct {
 	work    WorkFunc[K]
 	clock   clock.Clock
