@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
 
 	testingclock "k8s.io/utils/clock/testing"
@@ -112,6 +111,7 @@ func ExampleWithRetry() {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := testingclock.NewFakeClock(t0)
 	ran := make(chan string)
+	retry := make(chan time.Time)
 	failed := make(chan string)
 	attempts := 0
 	q, _ := timedqueue.New(func(ctx context.Context, pod string) error {
@@ -124,31 +124,29 @@ func ExampleWithRetry() {
 	},
 		timedqueue.WithClock(clk),
 		timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Second}),
+		// Called once the retry is scheduled: a clock step made after it is seen.
+		timedqueue.WithRetryHook(func(w timedqueue.TimedWorker[string], err error) {
+			retry <- w.NextAttempt
+		}),
 		timedqueue.WithFailureHook(func(w timedqueue.TimedWorker[string], err error) {
 			failed <- fmt.Sprintf("gave up on %s after %d attempts: %v", w.Key, w.Attempts, err)
 		}))
 	defer q.Shutdown(context.Background())
 
-	// waitArmed waits until the queue has armed its timer for the retry: the
-	// queue holds at most one waiter on the clock.
-	waitArmed := func() {
-		for !clk.HasWaiters() {
-			runtime.Gosched()
-		}
-	}
-
 	q.AddWork("default/web-1", t0, t0)
 	fmt.Println(<-ran)
-	waitArmed()
-	clk.Step(time.Second) // first retry after InitialBackoff
-	fmt.Println(<-ran)
-	waitArmed()
-	clk.Step(2 * time.Second) // then twice as long
-	fmt.Println(<-ran)
+	for range 2 {
+		next := <-retry // after InitialBackoff, then twice as long
+		fmt.Printf("retry at +%v\n", next.Sub(t0))
+		clk.SetTime(next)
+		fmt.Println(<-ran)
+	}
 	fmt.Println(<-failed) // a Permanent error is not retried
 	// Output:
 	// attempt 1 at +0s
+	// retry at +1s
 	// attempt 2 at +1s
+	// retry at +3s
 	// attempt 3 at +3s
 	// gave up on default/web-1 after 3 attempts: pod has a finalizer
 }

@@ -13,25 +13,43 @@ func (s *store[K]) check() error {
 		if pos > 0 && less(n, s.heap[(pos-1)/4]) {
 			return fmt.Errorf("heap node %d orders before its parent", pos)
 		}
+		if saturated(n.at) {
+			return fmt.Errorf("heap node %d has a saturated time", pos)
+		}
 		if s.live(n) {
 			liveNodes[n.idx]++
 		}
 	}
-	waiting := 0
+	for pos, n := range s.far {
+		if pos > 0 && s.far.Less(pos, (pos-1)/2) {
+			return fmt.Errorf("far heap node %d orders before its parent", pos)
+		}
+		if s.farLive(n) {
+			liveNodes[n.idx]++
+		}
+	}
+	waiting, farWaiting := 0, 0
 	for i := range s.slab {
 		if s.slab[i].state != stateWaiting {
 			continue
 		}
-		waiting++
+		if saturated(s.slab[i].next) {
+			farWaiting++
+		} else {
+			waiting++
+		}
 		if c := liveNodes[int32(i)]; c != 1 {
 			return fmt.Errorf("waiting slot %d has %d live heap nodes", i, c)
 		}
 	}
-	if waiting != s.waiting {
-		return fmt.Errorf("%d waiting entries, counted %d", waiting, s.waiting)
+	if waiting != s.waiting || farWaiting != s.farWaiting {
+		return fmt.Errorf("%d+%d waiting entries, counted %d+%d", waiting, farWaiting, s.waiting, s.farWaiting)
 	}
 	if stale := len(s.heap) - s.waiting; stale*4 > len(s.heap) {
 		return fmt.Errorf("%d of %d heap nodes stale", stale, len(s.heap))
+	}
+	if stale := len(s.far) - s.farWaiting; stale*4 > len(s.far) {
+		return fmt.Errorf("%d of %d far heap nodes stale", stale, len(s.far))
 	}
 	if err := s.idx.check(s.slab); err != nil {
 		return err
@@ -60,22 +78,30 @@ func CheckInvariants[K comparable](q *TimedWorkerQueue[K]) error {
 		// matter (see pumpLocked); the next worker to finish pumps.
 		return nil
 	}
-	now := q.nowNs()
+	now := q.read()
 	want := q.minDeadline
-	// Without dropping stale tops: the top must already be live.
-	if len(q.s.heap) > 0 {
-		n := q.s.heap[0]
-		if !q.s.live(n) {
-			return errors.New("stale node at the top of the heap at a quiescent point")
-		}
-		if n.at > now {
-			want = min(want, n.at)
+	// Without dropping stale tops: the tops must already be live.
+	if len(q.s.heap) > 0 && !q.s.live(q.s.heap[0]) {
+		return errors.New("stale node at the top of the heap at a quiescent point")
+	}
+	if len(q.s.far) > 0 && !q.s.farLive(q.s.far[0]) {
+		return errors.New("stale node at the top of the far heap at a quiescent point")
+	}
+	if n, far, ok := q.s.peek(); ok {
+		if !q.s.due(n, far, now) {
+			if at := q.s.first(n, far); at.before(want) {
+				want = at
+			}
 		} else if q.active < q.max {
-			return fmt.Errorf("head due at %d (now %d) with %d/%d slots busy", n.at, now, q.active, q.max)
+			return fmt.Errorf("head due at %v (now %v) with %d/%d slots busy", q.s.first(n, far), now.at, q.active, q.max)
 		}
 	}
-	if q.armedAt != want {
-		return fmt.Errorf("timer armed for %d, want %d (now %d)", q.armedAt, want, now)
+	if want == neverInstant {
+		if q.armedAt != never {
+			return fmt.Errorf("timer armed for %v with nothing to wait for", q.armedFor)
+		}
+	} else if q.armedAt == never || q.armedFor != want {
+		return fmt.Errorf("timer armed for %v (armed: %v), want %v (now %v)", q.armedFor, q.armedAt != never, want, now.at)
 	}
 	return nil
 }

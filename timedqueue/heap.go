@@ -5,10 +5,6 @@ import (
 	"time"
 )
 
-// never is the heap time of a schedule that never becomes due, and the armed
-// time of a stopped timer.
-const never = math.MaxInt64
-
 // Entry states.
 const (
 	stateFree    uint8 = iota // slot on the free list
@@ -24,7 +20,7 @@ const (
 type entry[K comparable] struct {
 	key        K
 	seq        uint64 // unique per schedule: identity for the worker and for heap nodes, FIFO tie-break
-	next       int64  // NextAttempt in Unix nanoseconds (saturated)
+	next       int64  // NextAttempt in Unix nanoseconds, saturated: see nextAt
 	createdSec int64  // CreatedAt as Unix seconds and nanoseconds
 	fireSec    int64  // FireAt as Unix seconds and nanoseconds
 	createdNs  int32
@@ -71,10 +67,17 @@ type store[K comparable] struct {
 	free    []int32
 	idx     index[K] // key → slab index
 	heap    []hnode
-	waiting int // entries in stateWaiting: live nodes; len(heap)-waiting are stale
-	seq     uint64
-	locs    []*time.Location // interned Locations; index 0 is UTC
-	locIdx  map[*time.Location]uint8
+	waiting int // entries in stateWaiting with a node in heap: live nodes; len(heap)-waiting are stale
+	// far and farWaiting are heap and waiting for the entries whose next is
+	// saturated (see farheap.go); xnext keeps, by slot, the NextAttempt of
+	// those that are backing off, at full precision. Empty and nil unless a
+	// time outside 1678–2262 is used.
+	far        farHeap
+	farWaiting int
+	xnext      map[int32]instant
+	seq        uint64
+	locs       []*time.Location // interned Locations; index 0 is UTC
+	locIdx     map[*time.Location]uint8
 	// xlocs keeps, by slot, the Locations of the entries whose Locations did
 	// not fit in locs (index locOverflow): created, then fire. Nil until the
 	// first overflow, so it costs nothing in the common case.
@@ -99,8 +102,12 @@ func (s *store[K]) alloc() int32 {
 // release zeroes slot i (so the key can be collected) and puts it on the free
 // list. A node left in the heap for it becomes stale.
 func (s *store[K]) release(i int32) {
-	if e := &s.slab[i]; e.createdLoc == locOverflow || e.fireLoc == locOverflow {
+	e := &s.slab[i]
+	if e.createdLoc == locOverflow || e.fireLoc == locOverflow {
 		delete(s.xlocs, i)
+	}
+	if saturated(e.next) {
+		delete(s.xnext, i)
 	}
 	s.slab[i] = entry[K]{}
 	s.free = append(s.free, i)
@@ -126,10 +133,40 @@ func (s *store[K]) live(n hnode) bool {
 	return e.state == stateWaiting && uint32(e.seq) == n.gen && e.next == n.at
 }
 
+// nextAt returns the NextAttempt of slot i at full precision.
+func (s *store[K]) nextAt(i int32) instant {
+	e := &s.slab[i]
+	switch {
+	case e.attempts == 0:
+		return instant{e.fireSec, e.fireNs}
+	case saturated(e.next):
+		return s.xnext[i]
+	}
+	return instantOfNs(e.next)
+}
+
+// setNext sets the NextAttempt of slot i, which is backing off, to at.
+func (s *store[K]) setNext(i int32, at instant) {
+	e := &s.slab[i]
+	e.next = at.ns()
+	if saturated(e.next) {
+		if s.xnext == nil {
+			s.xnext = make(map[int32]instant)
+		}
+		s.xnext[i] = at
+	} else if s.xnext != nil {
+		delete(s.xnext, i)
+	}
+}
+
 // push makes slot i, whose next and seq are set, waiting and adds its node.
 func (s *store[K]) push(i int32) {
 	e := &s.slab[i]
 	e.state = stateWaiting
+	if saturated(e.next) {
+		s.pushFar(i)
+		return
+	}
 	s.waiting++
 	s.heap = append(s.heap, hnode{})
 	s.up(len(s.heap)-1, hnode{at: e.next, idx: i, gen: uint32(e.seq)})
@@ -137,10 +174,14 @@ func (s *store[K]) push(i int32) {
 
 // unwait records that a waiting entry stopped waiting without its node being
 // popped: the caller has just freed its slot or changed its seq (cancel,
-// reschedule), which made the node stale. It reports whether the top node was
+// reschedule), which made the node stale. far is whether its next was
+// saturated (its node is in the far heap). It reports whether the top node was
 // stale: then the earliest live node may have changed and the timer must be
 // re-armed.
-func (s *store[K]) unwait() (topStale bool) {
+func (s *store[K]) unwait(far bool) (topStale bool) {
+	if far {
+		return s.unwaitFar()
+	}
 	s.waiting--
 	topStale = !s.live(s.heap[0])
 	s.bound()
@@ -166,6 +207,51 @@ func (s *store[K]) head() (hnode, bool) {
 		s.removeTop()
 	}
 	return hnode{}, false
+}
+
+// peek returns the node of the earliest waiting entry over both heaps, and
+// whether it is in the far heap (then its at is saturated: see first).
+func (s *store[K]) peek() (n hnode, far, ok bool) {
+	n, ok = s.head()
+	if len(s.far) == 0 {
+		return n, false, ok
+	}
+	x, xok := s.farHead()
+	// A far time is before 1678 (sec < 0) or after 2262.
+	if xok && (!ok || x.at.sec < 0) {
+		return hnode{at: x.at.ns(), idx: x.idx, gen: x.gen}, true, true
+	}
+	return n, false, ok
+}
+
+// first returns the NextAttempt of node n from peek, at full precision.
+func (s *store[K]) first(n hnode, far bool) instant {
+	if far {
+		return s.far[0].at
+	}
+	return instantOfNs(n.at)
+}
+
+// due reports whether node n from peek is due at r.
+func (s *store[K]) due(n hnode, far bool, r reading) bool {
+	if far {
+		return !r.at.before(s.far[0].at)
+	}
+	return n.at <= r.ns // exact even when r.ns is saturated: n.at is not
+}
+
+// pop removes node n that peek has just returned and returns its slot, which
+// the caller takes out of stateWaiting.
+func (s *store[K]) pop(far bool) int32 {
+	if far {
+		return s.popFar()
+	}
+	return s.popHead()
+}
+
+// clearWaiting drops every node; the caller releases the waiting entries.
+func (s *store[K]) clearWaiting() {
+	s.heap, s.waiting, s.far, s.farWaiting = nil, 0, nil, 0
 }
 
 // popHead removes the live top that head has just returned and returns its
@@ -324,30 +410,4 @@ func (s *store[K]) fireAt(i int32) time.Time {
 // fireLocation returns the Location of the FireAt stored in slot i.
 func (s *store[K]) fireLocation(i int32) *time.Location {
 	return s.location(i, s.slab[i].fireLoc, true)
-}
-
-// Bounds of the Unix seconds whose nanoseconds fit in an int64.
-const (
-	minNanoSec = math.MinInt64/int64(time.Second) + 1
-	maxNanoSec = math.MaxInt64/int64(time.Second) - 1
-)
-
-// unixNano returns t as Unix nanoseconds, saturated to the int64 range instead
-// of overflowing (FireAt after the year 2262 becomes never).
-func unixNano(t time.Time) int64 {
-	switch sec := t.Unix(); {
-	case sec > maxNanoSec:
-		return never
-	case sec < minNanoSec:
-		return math.MinInt64
-	}
-	return t.UnixNano()
-}
-
-// addNano returns t+d saturated to the int64 range; d ≥ 0.
-func addNano(t int64, d time.Duration) int64 {
-	if t > math.MaxInt64-int64(d) {
-		return never
-	}
-	return t + int64(d)
 }

@@ -1,52 +1,32 @@
 package timedqueue
 
-// Counter is a monotonically increasing metric, such as a Prometheus counter.
-// Implementations must be safe for concurrent use and must not block or panic.
+// Counter is a monotonically increasing metric.
 type Counter interface {
 	Inc()
 }
 
-// Gauge is a metric that goes up and down, such as a Prometheus gauge.
-// Implementations must be safe for concurrent use and must not block or panic.
+// Gauge is a metric that goes up and down.
 type Gauge interface {
 	Inc()
 	Dec()
 }
 
-// Histogram records observations, such as a Prometheus histogram.
-// Implementations must be safe for concurrent use and must not block or panic.
+// Histogram records observations.
 type Histogram interface {
 	Observe(float64)
 }
 
-// MetricsProvider makes the metrics of one queue, in the spirit of client-go's
-// workqueue.MetricsProvider but without any Prometheus dependency. Each method is
-// called once, by [New], with the name given by [WithName] (empty by default).
-// Durations are observed in seconds. Metrics are updated without the queue's
-// lock held, so a gauge may lag the queue by a few updates but never drifts.
-// A method may return nil for a metric it does not want.
+// MetricsProvider makes the metrics of a queue named by [WithName]. Metrics
+// must be safe for concurrent use and not block; nil records nothing.
 type MetricsProvider interface {
-	// NewPendingMetric counts schedules waiting to start: pending and backing
-	// off (not running, not withdrawn).
-	NewPendingMetric(name string) Gauge
-	// NewRunningMetric counts attempts in flight, withdrawn ones included:
-	// the concurrency slots in use.
-	NewRunningMetric(name string) Gauge
-	// NewAddsMetric counts schedules created by AddWork and UpdateWork.
-	NewAddsMetric(name string) Counter
-	// NewRetriesMetric counts failed attempts that will be retried.
+	NewPendingMetric(name string) Gauge // pending and backing-off schedules
+	NewRunningMetric(name string) Gauge // attempts in flight, withdrawn ones included
+	NewAddsMetric(name string) Counter  // schedules made
 	NewRetriesMetric(name string) Counter
-	// NewFailuresMetric counts schedules that finally failed: the last attempt
-	// failed, or an attempt returned a Permanent error, or an attempt failed
-	// after Shutdown.
-	NewFailuresMetric(name string) Counter
-	// NewDropsMetric counts schedules dropped by Shutdown before they could run.
-	NewDropsMetric(name string) Counter
-	// NewLatenessMetric observes, for the first attempt of each schedule, its
-	// start time minus its FireAt, in seconds.
-	NewLatenessMetric(name string) Histogram
-	// NewWorkDurationMetric observes how long each attempt ran, in seconds.
-	NewWorkDurationMetric(name string) Histogram
+	NewFailuresMetric(name string) Counter       // schedules that finally failed (see FailureFunc)
+	NewDropsMetric(name string) Counter          // schedules dropped by Shutdown
+	NewLatenessMetric(name string) Histogram     // start − FireAt of first attempts, in seconds
+	NewWorkDurationMetric(name string) Histogram // of each attempt, in seconds
 }
 
 type noopMetric struct{}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -236,7 +235,26 @@ func (m *model) checkQuiescent(q *timedqueue.TimedWorkerQueue[string]) {
 func TestModel(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4, 5} {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 2500, modelKeys) })
+			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 2500, modelKeys, t0, false) })
+		})
+	}
+}
+
+// TestModelFarTimes runs the model with times that do not fit in int64 Unix
+// nanoseconds (before 1678, after 2262): on a clock in such a year, and with
+// some FireAts long past on a clock of today, mixed with ordinary ones.
+func TestModelFarTimes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		start    time.Time
+		farTimes bool
+	}{
+		{"clock in 1500", time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC), false},
+		{"clock in 2500", time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC), false},
+		{"some FireAt in 1500 or 2300", t0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { runModel(t, 21, 2500, modelKeys, tc.start, tc.farTimes) })
 		})
 	}
 }
@@ -247,13 +265,16 @@ func TestModel(t *testing.T) {
 func TestModelManyKeys(t *testing.T) {
 	for _, seed := range []uint64{11, 12, 13} {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 5000, 100) })
+			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 5000, 100, t0, false) })
 		})
 	}
 }
 
-func runModel(t *testing.T, seed uint64, ops, nkeys int) {
-	clk := testingclock.NewFakeClock(t0)
+// runModel runs ops random operations on nkeys keys with a clock starting at
+// start. With farTimes, a tenth of the times are in 1500 and a twentieth in
+// 2300 instead of around now; those left in 2300 are cancelled at the end.
+func runModel(t *testing.T, seed uint64, ops, nkeys int, start time.Time, farTimes bool) {
+	clk := testingclock.NewFakeClock(start)
 	m := &model{t: t, clk: clk, seed: seed, keys: map[string]*modelKey{}, block: true, tries: map[string]int{}}
 	for i := range nkeys {
 		m.keys[fmt.Sprint("k", i)] = &modelKey{}
@@ -263,6 +284,14 @@ func runModel(t *testing.T, seed uint64, ops, nkeys int) {
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	randTime := func() time.Time { // from 1s ago to 3s ahead, half of them on a 100ms grid (ties)
+		if farTimes {
+			switch rng.IntN(20) {
+			case 0, 1:
+				return time.Date(1500, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(3)) * time.Second)
+			case 2:
+				return time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(3)) * time.Second)
+			}
+		}
 		if rng.IntN(2) == 0 {
 			return clk.Now().Add(time.Duration(rng.IntN(41)-10) * 100 * time.Millisecond)
 		}
@@ -346,6 +375,22 @@ func runModel(t *testing.T, seed uint64, ops, nkeys int) {
 		}
 	}
 
+	// Cancel what waits for 2300; the drain below lets only seconds pass.
+	m.mu.Lock()
+	for key, k := range m.keys {
+		if s := k.live; s != nil && s.fireAt.Year() >= 2300 && k.running != s {
+			s.end, k.live = "cancelled", nil
+			m.mu.Unlock()
+			if !q.CancelWork(key) {
+				m.fail("CancelWork(%s) of a schedule due in 2300 = false", key)
+			}
+			m.mu.Lock()
+		}
+	}
+	m.mu.Unlock()
+	synctest.Wait()
+	m.checkQuiescent(q)
+
 	// Drain: no more blocking; release what is blocked and let time pass.
 	m.mu.Lock()
 	m.block = false
@@ -392,10 +437,10 @@ func runModel(t *testing.T, seed uint64, ops, nkeys int) {
 	}
 }
 
-// TestStress has goroutines add, update and cancel overlapping keys while the
-// clock moves, and checks invariants rather than exact results: an attempt
-// never starts before its NextAttempt, a key never runs concurrently with
-// itself, and everything settles with no goroutine left.
+// TestStress has goroutines add, update and cancel overlapping keys and move
+// the clock, all at once, and checks invariants rather than exact results: an
+// attempt never starts before its NextAttempt, a key never runs concurrently
+// with itself, and everything settles with no goroutine left.
 func TestStress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := testingclock.NewFakeClock(t0)
@@ -421,7 +466,7 @@ func TestStress(t *testing.T) {
 			}
 			inFlight[key] = true
 			mu.Unlock()
-			runtime.Gosched()
+			q.Len() // meets the others on the queue's lock while in flight
 			mu.Lock()
 			inFlight[key] = false
 			mu.Unlock()
@@ -440,23 +485,19 @@ func TestStress(t *testing.T) {
 				for range 500 {
 					key := rng.IntN(20)
 					fire := clk.Now().Add(time.Duration(rng.IntN(50)-10) * time.Millisecond)
-					switch rng.IntN(5) {
-					case 0, 1:
+					switch rng.IntN(13) {
+					case 0, 1, 2, 3:
 						q.AddWork(key, t0, fire)
-					case 2, 3:
+					case 4, 5, 6, 7:
 						q.UpdateWork(key, t0, fire)
-					default:
+					case 8, 9, 10, 11:
 						q.CancelWork(key)
+					default:
+						clk.Step(time.Millisecond)
 					}
 				}
 			})
 		}
-		wg.Go(func() {
-			for range 300 {
-				clk.Step(time.Millisecond)
-				runtime.Gosched()
-			}
-		})
 		wg.Wait()
 		for range 20 {
 			clk.Step(time.Second)

@@ -10,14 +10,10 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// DefaultMaxConcurrency is the number of work funcs a queue runs at once when
-// [WithMaxConcurrency] is not given. It bounds the load a burst of due work puts
-// on whatever the work funcs call (the original started one goroutine per due
-// item: 100k pods on a failed node meant 100k simultaneous API calls).
+// DefaultMaxConcurrency is the default of [WithMaxConcurrency].
 const DefaultMaxConcurrency = 32
 
-// Option configures a [TimedWorkerQueue]. Options not given keep the defaults
-// stated on each. [New] validates them and returns an error for a bad value.
+// Option configures a [TimedWorkerQueue].
 type Option interface{ apply(*options) }
 
 type optionFunc func(*options)
@@ -34,109 +30,104 @@ type options struct {
 	metrics        MetricsProvider
 	name           string
 	attemptTimeout time.Duration
-	failureHook    any // func(TimedWorker[K], error), checked by New
+	failureHook    any // FailureFunc[K], checked by New
+	retryHook      any // RetryFunc[K], checked by New
 }
 
-// WithClock sets the clock the queue reads time from and arms its timer on.
-// The default is clock.RealClock{}. New returns an error for a nil clock.
-// Tests pass a k8s.io/utils/clock/testing.FakeClock.
+// WithClock sets the queue's clock. The default is clock.RealClock{}.
 func WithClock(c clock.Clock) Option {
 	return optionFunc(func(o *options) { o.clock, o.clockSet = c, true })
 }
 
-// WithMaxConcurrency bounds how many work funcs run at once; withdrawn attempts
-// (cancelled while running) count until they return. The default is
-// DefaultMaxConcurrency. New returns an error if n < 1 or n > 1<<20 (1048576).
+// WithMaxConcurrency bounds the work funcs running at once, withdrawn ones
+// included, to n in [1, 1<<20]. The default is DefaultMaxConcurrency.
 func WithMaxConcurrency(n int) Option {
 	return optionFunc(func(o *options) { o.maxConcurrency = n })
 }
 
-// WithRetry sets how failed attempts are retried; see [RetryPolicy] for the
-// defaults of its zero fields. New returns an error for negative fields or a
-// MaxBackoff below InitialBackoff.
+// WithRetry sets how failed attempts are retried.
 func WithRetry(p RetryPolicy) Option {
 	return optionFunc(func(o *options) { o.retry = p })
 }
 
-// WithLogger sets the logger for failures, recovered panics and dropped work.
-// The default is klog.Background().
+// WithLogger sets the logger. Without it the queue logs to klog.Background();
+// a given logger, logr.Discard() included, is used as is.
 func WithLogger(l logr.Logger) Option {
 	return optionFunc(func(o *options) { o.logger, o.loggerSet = l, true })
 }
 
-// WithMetricsProvider sets the provider of the queue's metrics. The default
-// records nothing. New returns an error for a nil provider.
+// WithMetricsProvider sets the queue's metrics. The default records nothing.
 func WithMetricsProvider(p MetricsProvider) Option {
 	return optionFunc(func(o *options) { o.metrics = p })
 }
 
-// WithName names the queue in its log lines and passes name to the
-// MetricsProvider. The default is "".
+// WithName names the queue in its log lines and to the MetricsProvider.
 func WithName(name string) Option {
 	return optionFunc(func(o *options) { o.name = name })
 }
 
-// WithAttemptTimeout bounds each attempt: the ctx given to the work func is
-// cancelled d after the attempt started, as read from the queue's clock (not
-// the runtime's: no runtime timer is involved), and its Deadline reports that
-// time. After a timeout, the ctx's Err returns context.DeadlineExceeded and
-// context.Cause returns context.DeadlineExceeded. A ctx derived from it (with
-// context.WithCancel, WithTimeout, ...) is cancelled at the same moment; its
-// Err may be context.Canceled, but context.Cause(derived) is
-// context.DeadlineExceeded too, so test the cause. The work func must return on its own; a
-// timed-out attempt that returns an error is a failure like any other. Zero,
-// the default, means no timeout. New returns an error if d < 0.
+// WithAttemptTimeout cancels each attempt's ctx at its Deadline, d after it
+// started, with Err and Cause context.DeadlineExceeded (test the Cause of a
+// derived ctx). The work func must return on its own. Zero: no timeout.
 func WithAttemptTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) { o.attemptTimeout = d })
 }
 
-// FailureFunc is called when a schedule finally fails: its last attempt failed,
-// an attempt returned a [Permanent] error, or an attempt failed after Shutdown.
-// w is the schedule as it was when it ended (Attempts counts every failed
-// attempt, Running is false); err is the error of the last attempt, or a
-// *[PanicError] if it panicked.
+// FailureFunc gets a schedule that finally failed (last attempt, [Permanent],
+// or after Shutdown) as it ended, and its last error.
 type FailureFunc[K comparable] func(w TimedWorker[K], err error)
 
-// WithFailureHook sets a function called once for each schedule that finally
-// fails. It is called on the worker goroutine that ran the last attempt, after
-// the key has been released (GetWorker reports false, AddWork may schedule the
-// key again) and without any lock held, so it may call any method of the queue.
-// It must not block: the worker holds a concurrency slot until it returns.
-// [TimedWorkerQueue.Shutdown] does not wait for it (the hook may call
-// Shutdown). A panic in it is recovered and logged. New returns an error if K is not the
-// queue's key type.
+// WithFailureHook sets a function called for each schedule that finally
+// fails, after its key is freed.
 func WithFailureHook[K comparable](f FailureFunc[K]) Option {
 	return optionFunc(func(o *options) { o.failureHook = f })
 }
 
-func buildOptions[K comparable](opts []Option) (options, FailureFunc[K], error) {
+// RetryFunc gets a schedule whose attempt failed with err and will be retried
+// at w.NextAttempt.
+type RetryFunc[K comparable] func(w TimedWorker[K], err error)
+
+// WithRetryHook sets a function called for each failed attempt once its retry
+// is armed: a clock step to w.NextAttempt starts it, even during the hook.
+func WithRetryHook[K comparable](f RetryFunc[K]) Option {
+	return optionFunc(func(o *options) { o.retryHook = f })
+}
+
+// hooks holds a queue's hooks, nil if not set.
+type hooks[K comparable] struct {
+	failure FailureFunc[K]
+	retry   RetryFunc[K]
+}
+
+func buildOptions[K comparable](opts []Option) (options, hooks[K], error) {
+	var h hooks[K]
 	o := options{maxConcurrency: DefaultMaxConcurrency, metrics: noopProvider{}}
 	for _, opt := range opts {
 		if opt == nil {
-			return o, nil, fmt.Errorf("timedqueue: nil Option")
+			return o, h, fmt.Errorf("timedqueue: nil Option")
 		}
 		opt.apply(&o)
 	}
 	if !o.clockSet {
 		o.clock = clock.RealClock{}
 	} else if o.clock == nil {
-		return o, nil, fmt.Errorf("timedqueue: WithClock: clock must not be nil")
+		return o, h, fmt.Errorf("timedqueue: WithClock: clock must not be nil")
 	}
 	if o.maxConcurrency < 1 {
-		return o, nil, fmt.Errorf("timedqueue: MaxConcurrency must be at least 1, got %d", o.maxConcurrency)
+		return o, h, fmt.Errorf("timedqueue: MaxConcurrency must be at least 1, got %d", o.maxConcurrency)
 	}
 	if o.maxConcurrency > maxSlots {
-		return o, nil, fmt.Errorf("timedqueue: MaxConcurrency must be at most %d, got %d", maxSlots, o.maxConcurrency)
+		return o, h, fmt.Errorf("timedqueue: MaxConcurrency must be at most %d, got %d", maxSlots, o.maxConcurrency)
 	}
 	var err error
 	if o.retry, err = o.retry.normalize(); err != nil {
-		return o, nil, err
+		return o, h, err
 	}
 	if o.attemptTimeout < 0 {
-		return o, nil, fmt.Errorf("timedqueue: AttemptTimeout must not be negative, got %v", o.attemptTimeout)
+		return o, h, fmt.Errorf("timedqueue: AttemptTimeout must not be negative, got %v", o.attemptTimeout)
 	}
 	if o.metrics == nil {
-		return o, nil, fmt.Errorf("timedqueue: WithMetricsProvider: provider must not be nil")
+		return o, h, fmt.Errorf("timedqueue: WithMetricsProvider: provider must not be nil")
 	}
 	if !o.loggerSet {
 		o.logger = klog.Background()
@@ -144,15 +135,14 @@ func buildOptions[K comparable](opts []Option) (options, FailureFunc[K], error) 
 	if o.name != "" {
 		o.logger = o.logger.WithValues("queue", o.name)
 	}
-	var hook FailureFunc[K]
-	switch h := o.failureHook.(type) {
-	case nil:
-	case FailureFunc[K]:
-		hook = h
-	default:
-		return o, nil, fmt.Errorf("timedqueue: WithFailureHook: hook type %T does not match the queue's key type %v", h, reflect.TypeFor[K]())
+	var ok bool
+	if h.failure, ok = o.failureHook.(FailureFunc[K]); o.failureHook != nil && !ok {
+		return o, h, fmt.Errorf("timedqueue: WithFailureHook: hook type %T does not match the queue's key type %v", o.failureHook, reflect.TypeFor[K]())
 	}
-	return o, hook, nil
+	if h.retry, ok = o.retryHook.(RetryFunc[K]); o.retryHook != nil && !ok {
+		return o, h, fmt.Errorf("timedqueue: WithRetryHook: hook type %T does not match the queue's key type %v", o.retryHook, reflect.TypeFor[K]())
+	}
+	return o, h, nil
 }
 
 // maxSlots bounds MaxConcurrency so that counts fit comfortably in an int32.

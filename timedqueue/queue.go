@@ -11,57 +11,35 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// WorkFunc is the work a [TimedWorkerQueue] runs for a key once its FireAt has
-// come. ctx is cancelled when the queue shuts down and, with
-// [WithAttemptTimeout], when the attempt times out. A nil error ends the
-// schedule; an error (or a panic) fails the attempt, which is retried per the
-// queue's [RetryPolicy] unless it is [Permanent].
+// WorkFunc is the work for key. ctx is cancelled by Shutdown and by the
+// attempt timeout. A nil error ends the schedule; an error fails the attempt.
 type WorkFunc[K comparable] func(ctx context.Context, key K) error
 
-// TimedWorker is a snapshot of one schedule, as returned by
-// [TimedWorkerQueue.GetWorker]. It is a copy, safe to keep and to read while the
-// queue changes. Times are returned with the instant and Location the caller
-// gave, without a monotonic clock reading.
+// TimedWorker is a snapshot of one schedule, safe to keep. Its times have the
+// instant and Location the caller gave, without a monotonic reading.
 type TimedWorker[K comparable] struct {
-	// Key is the key the schedule was added for.
-	Key K
-	// CreatedAt is as given by the caller of the AddWork or UpdateWork that
-	// scheduled this work; the queue does not use it.
-	CreatedAt time.Time
-	// FireAt is as given by the caller; retries never change it.
-	FireAt time.Time
-	// Attempts counts the failed attempts of this schedule so far.
-	Attempts int
-	// NextAttempt is when the work will next start: FireAt, or the retry time
-	// after a failure. While Running it is when the running attempt was due.
-	NextAttempt time.Time
-	// Running reports whether an attempt is in flight.
-	Running bool
+	Key         K
+	CreatedAt   time.Time // as given to Schedule or Reschedule; not used by the queue
+	FireAt      time.Time // as given; retries never change it
+	Attempts    int       // failed attempts of this schedule so far
+	NextAttempt time.Time // FireAt, or the retry time after a failure (if Running: this attempt's)
+	Running     bool      // an attempt is in flight
 }
 
-// ErrShutdown is the cause (see context.Cause) of the cancellation of the ctx
-// given to work funcs when the queue shuts down.
-var ErrShutdown = errors.New("timedqueue: queue shut down")
+// Errors of Schedule and Reschedule, returned as they are.
+var (
+	ErrScheduled = errors.New("timedqueue: key already scheduled")
+	ErrRunning   = errors.New("timedqueue: key is running")
+	ErrUnchanged = errors.New("timedqueue: FireAt unchanged")
+	// ErrInvalidKey: a key not equal to itself (NaN) or holding an uncomparable value.
+	ErrInvalidKey = errors.New("timedqueue: invalid key")
+	// ErrShutdown is also the Cause of the work ctx's cancellation.
+	ErrShutdown = errors.New("timedqueue: queue shut down")
+)
 
-// TimedWorkerQueue runs a [WorkFunc] for each scheduled key no earlier than the
-// key's FireAt, read from the queue's clock, with at most MaxConcurrency work
-// funcs at once, retrying failures with exponential backoff.
-//
-// Each key has at most one live schedule, which is pending, running or backing
-// off; a schedule cancelled while running is withdrawn: its attempt finishes and
-// nothing follows. The package documentation gives the full state table.
-//
-// AddWork, UpdateWork and CancelWork are O(log n) amortised in the number of
-// schedules (cancelled and rescheduled work leaves a stale heap node that a
-// later O(n) compaction drops); GetWorker and Len are O(1). A pending schedule
-// costs about 100 bytes of heap with a string key (measured at 1M items, keys
-// not counted), no goroutine and no timer: the queue runs one timer goroutine
-// while a schedule waits for a future time, plus at most MaxConcurrency work
-// goroutines while work is due, all started on demand.
-//
-// A TimedWorkerQueue is safe for concurrent use by multiple goroutines, and its
-// methods may be called from work funcs and hooks. The zero value is not usable;
-// call [New].
+// TimedWorkerQueue runs a [WorkFunc] for scheduled keys. It is safe for
+// concurrent use by multiple goroutines. The zero value is not usable; call
+// [New].
 type TimedWorkerQueue[K comparable] struct {
 	work    WorkFunc[K]
 	clock   clock.Clock
@@ -69,7 +47,7 @@ type TimedWorkerQueue[K comparable] struct {
 	retry   RetryPolicy
 	timeout time.Duration
 	log     logr.Logger
-	hook    FailureFunc[K]
+	hooks   hooks[K]
 	m       metrics
 	// checkKeys: K holds interfaces, so a key may hold a value that is not
 	// comparable (a slice, a map, a func); such a key would make the index's
@@ -79,7 +57,6 @@ type TimedWorkerQueue[K comparable] struct {
 
 	baseCtx    context.Context // parent of every work ctx; cancelled by Shutdown
 	cancelBase context.CancelCauseFunc
-	plainCtx   *workCtx // the work ctx when there is no attempt timeout
 	timerC     <-chan time.Time
 	stop       chan struct{} // closed by Shutdown: the timer goroutine exits
 	idle       chan struct{} // a token: the timer was stopped, the timer goroutine may exit
@@ -89,27 +66,24 @@ type TimedWorkerQueue[K comparable] struct {
 	withdrawn   map[K]struct{} // keys with a withdrawn attempt in flight
 	active      int            // attempts in flight, withdrawn included; = busy worker goroutines
 	timer       clock.Timer    // the queue's only timer
-	armedAt     int64          // Unix ns the timer is armed for, or never
+	armedAt     int64          // Unix ns the timer is armed for; math.MinInt64 if saturated; never if stopped
+	armedFor    instant        // the time the timer is armed for, at full precision
 	timed       []*attempt[K]  // in-flight attempts with a deadline
-	minDeadline int64          // min deadline over timed, or never
+	minDeadline instant        // min deadline over timed, or neverInstant
 	closed      bool
-	inside      int           // work funcs blocked in Shutdown
+	inside      int           // running attempts whose work ctx is in Shutdown (see workCtx)
+	ctxs        []workCtx[K]  // the rest of the chunk newWorkCtxLocked takes work ctxs from
 	timerOn     bool          // the timer goroutine runs; true whenever armedAt != never
-	hooking     int           // workers in the failure hook: they hold a slot, Shutdown does not wait for them
+	hooking     int           // workers in a hook: they hold a slot, Shutdown does not wait for them
 	changed     chan struct{} // after Shutdown: closed and replaced when a Shutdown wait condition may have changed
 }
 
-// New returns a queue that runs work for each scheduled key, configured by opts.
-// It returns an error naming the bad value if work is nil or an option is
-// invalid. New starts no goroutine: the queue starts its goroutines when work
-// is scheduled and they exit when nothing is pending, running or backing off,
-// so an idle queue holds no goroutine and no armed timer even if it is never
-// shut down.
+// New returns a queue running work, or an error naming the bad value.
 func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], error) {
 	if work == nil {
 		return nil, errors.New("timedqueue: work func must not be nil")
 	}
-	o, hook, err := buildOptions[K](opts)
+	o, hooks, err := buildOptions[K](opts)
 	if err != nil {
 		return nil, err
 	}
@@ -120,19 +94,18 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		retry:       o.retry,
 		timeout:     o.attemptTimeout,
 		log:         o.logger,
-		hook:        hook,
+		hooks:       hooks,
 		m:           newMetrics(o.metrics, o.name),
 		stop:        make(chan struct{}),
 		idle:        make(chan struct{}, 1),
 		s:           newStore[K](),
 		withdrawn:   make(map[K]struct{}),
 		armedAt:     never,
-		minDeadline: never,
+		minDeadline: neverInstant,
 		changed:     make(chan struct{}),
 		checkKeys:   holdsInterface(reflect.TypeFor[K]()),
 	}
 	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
-	q.plainCtx = &workCtx{Context: q.baseCtx, q: q}
 	// One timer for the queue's whole life, created stopped. It is re-armed
 	// with Stop, a drain and Reset, never with Reset alone: a FakeClock does not
 	// drain on Reset, and a stale value would make a later Step block.
@@ -181,72 +154,69 @@ func comparableKey[K comparable](key K) bool {
 	return reflect.ValueOf(&key).Elem().Comparable()
 }
 
-// AddWork schedules work for key, to start no earlier than fireAt, and reports
-// whether it did. It returns false, changing nothing, if key already has a live
-// schedule (pending, running or backing off) or the queue is shut down. If the
-// key's previous schedule was withdrawn (cancelled while running), the new one
-// starts no earlier than fireAt and not before the withdrawn attempt returns.
-//
-// fireAt is absolute, compared with the queue's clock: a fireAt at or before now
-// starts as soon as a concurrency slot is free, possibly before AddWork returns.
-// createdAt is kept for the caller and not used. The schedule takes effect
-// before AddWork returns: a clock step made afterwards is seen by it.
-//
-// If K holds interfaces (K = any, or a struct or array with an interface
-// field), a key whose dynamic value is not comparable (a slice, a map, a
-// func) is refused: AddWork, UpdateWork and CancelWork return false and
-// GetWorker reports false, without a panic. So is a key that is not equal to
-// itself (a floating-point NaN, or a key holding one): it could never be found
-// again to cancel.
-func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
+// Schedule schedules work for key at fireAt, or changes nothing and returns
+// [ErrScheduled] (key has a live schedule), [ErrInvalidKey] or [ErrShutdown].
+// After a withdrawn attempt, the new schedule also waits for its return. A
+// zero createdAt or fireAt means the clock's now; createdAt is not used.
+func (q *TimedWorkerQueue[K]) Schedule(key K, createdAt, fireAt time.Time) error {
 	if q.badKey(key) {
-		return false
+		return ErrInvalidKey
 	}
+	createdAt, fireAt = q.orNow(createdAt, fireAt)
 	var d delta
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return false
+		return ErrShutdown
 	}
 	i, pos, tag := q.s.idx.find(q.s.slab, key)
 	if i >= 0 {
 		q.mu.Unlock()
-		return false
+		return ErrScheduled
 	}
 	q.scheduleLocked(key, pos, tag, createdAt, fireAt, &d)
 	q.pumpLocked(&d)
 	q.mu.Unlock()
 	q.m.apply(d)
-	return true
+	return nil
 }
 
-// UpdateWork reschedules the work for key to start no earlier than fireAt and
-// reports whether it changed anything.
-//
-// If key has no live schedule, UpdateWork is AddWork. If the schedule is pending
-// or backing off and fireAt differs from its FireAt (time.Time.Equal), it is
-// moved, earlier or later, createdAt replaces CreatedAt and Attempts is reset to
-// zero. If fireAt equals FireAt, nothing changes (a backoff in progress goes on)
-// and UpdateWork returns false. While an attempt is running nothing changes and
-// UpdateWork returns false. After Shutdown it returns false.
-func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) bool {
+// AddWork is Schedule, reporting whether it scheduled.
+func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
+	return q.Schedule(key, createdAt, fireAt) == nil
+}
+
+// Reschedule moves the work for key to fireAt, earlier or later, replacing
+// CreatedAt and restarting Attempts at zero; without a live schedule it is
+// Schedule. It changes nothing and returns [ErrRunning] while an attempt runs,
+// [ErrUnchanged] if fireAt equals FireAt (a backoff goes on), or as Schedule.
+func (q *TimedWorkerQueue[K]) Reschedule(key K, createdAt, fireAt time.Time) error {
 	if q.badKey(key) {
-		return false
+		return ErrInvalidKey
 	}
+	createdAt, fireAt = q.orNow(createdAt, fireAt)
 	var d delta
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return false
+		return ErrShutdown
 	}
 	i, pos, tag := q.s.idx.find(q.s.slab, key)
 	if i < 0 {
 		q.scheduleLocked(key, pos, tag, createdAt, fireAt, &d)
 	} else {
 		e := &q.s.slab[i]
-		if e.state == stateRunning || (fireAt.Unix() == e.fireSec && int32(fireAt.Nanosecond()) == e.fireNs) {
+		if e.state == stateRunning {
 			q.mu.Unlock()
-			return false
+			return ErrRunning
+		}
+		if fireAt.Unix() == e.fireSec && int32(fireAt.Nanosecond()) == e.fireNs {
+			q.mu.Unlock()
+			return ErrUnchanged
+		}
+		wasFar := saturated(e.next)
+		if wasFar {
+			delete(q.s.xnext, i) // Attempts is reset: NextAttempt is FireAt
 		}
 		q.s.setTimes(i, createdAt, fireAt)
 		e.attempts = 0
@@ -254,7 +224,7 @@ func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) boo
 		e.next = unixNano(fireAt)
 		if e.state == stateWaiting {
 			// The old node is stale now; push a new one rather than sift the old.
-			q.s.unwait()
+			q.s.unwait(wasFar)
 			q.s.push(i)
 		}
 		d.adds++
@@ -262,7 +232,28 @@ func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) boo
 	q.pumpLocked(&d)
 	q.mu.Unlock()
 	q.m.apply(d)
-	return true
+	return nil
+}
+
+// UpdateWork is Reschedule, reporting whether it changed anything.
+func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) bool {
+	return q.Reschedule(key, createdAt, fireAt) == nil
+}
+
+// orNow returns createdAt and fireAt with a zero time replaced by the clock's
+// now. Zero is taken as "not given": kept as is, a zero FireAt would fall in
+// year 1 and report a lateness of two thousand years.
+func (q *TimedWorkerQueue[K]) orNow(createdAt, fireAt time.Time) (time.Time, time.Time) {
+	if createdAt.IsZero() || fireAt.IsZero() {
+		now := q.clock.Now()
+		if createdAt.IsZero() {
+			createdAt = now
+		}
+		if fireAt.IsZero() {
+			fireAt = now
+		}
+	}
+	return createdAt, fireAt
 }
 
 // scheduleLocked creates a schedule for key, which has no live one; pos and
@@ -286,11 +277,9 @@ func (q *TimedWorkerQueue[K]) scheduleLocked(key K, pos, tag uint32, createdAt, 
 	d.pending++
 }
 
-// CancelWork removes pending or backing-off work for key and reports whether it
-// did. When it returns true, the work func will not start for that schedule.
-// Running work is not interrupted: CancelWork returns false, the schedule is
-// withdrawn (GetWorker reports false and the key is free for AddWork at once),
-// and a failed attempt is not retried. CancelWork of an absent key returns false.
+// CancelWork reports whether it removed pending or backing-off work for key,
+// which then never starts. A running attempt goes on, withdrawn: CancelWork
+// frees the key and returns false.
 func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	if q.badKey(key) {
 		return false
@@ -303,6 +292,7 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 		return false
 	}
 	e := &q.s.slab[i]
+	far := saturated(e.next)
 	q.s.idx.deleteAt(pos)
 	switch e.state {
 	case stateRunning:
@@ -315,7 +305,7 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	case stateWaiting:
 		// Lazy deletion: free the slot, which leaves its heap node stale.
 		q.s.release(i)
-		if q.s.unwait() {
+		if q.s.unwait(far) {
 			q.pumpLocked(&d) // the earliest time may have changed: re-arm the timer
 		}
 	default: // blocked: not in the heap
@@ -327,9 +317,7 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	return true
 }
 
-// GetWorker returns a snapshot of the live schedule for key and reports whether
-// there is one: pending, running or backing off. A withdrawn attempt is not
-// reported.
+// GetWorker returns a snapshot of the live schedule for key, if any.
 func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
 	if q.badKey(key) {
 		return TimedWorker[K]{}, false
@@ -355,113 +343,14 @@ func (q *TimedWorkerQueue[K]) snapshotLocked(i int32) TimedWorker[K] {
 	if e.attempts == 0 {
 		w.NextAttempt = w.FireAt
 	} else {
-		w.NextAttempt = time.Unix(0, e.next).In(q.s.fireLocation(i))
+		w.NextAttempt = q.s.nextAt(i).time(q.s.fireLocation(i))
 	}
 	return w
 }
 
-// Len returns the number of live schedules: pending, running and backing off,
-// not withdrawn.
+// Len returns the number of live schedules.
 func (q *TimedWorkerQueue[K]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.s.idx.len()
-}
-
-// Shutdown stops the queue and waits for its work funcs to return.
-//
-// It refuses new work (later AddWork and UpdateWork return false), drops the
-// pending and backing-off schedules (they never run; their number is logged and
-// counted as drops), cancels the ctx given to running work funcs with cause
-// [ErrShutdown], and waits for every work func and the timer goroutine to
-// return. A running attempt that fails is not retried. The return of every work
-// func happens before Shutdown returns nil. If ctx ends first, Shutdown returns
-// ctx.Err(); the queue is stopped all the same, and Shutdown may be called again
-// to wait. Shutdown is idempotent.
-//
-// To shut down from inside a work func, pass that work func's ctx (or one
-// derived from it): Shutdown then does not wait for it. With any other ctx,
-// Shutdown cannot tell it is called from a work func and waits for every work
-// func, its caller included, so it returns only when ctx ends, with its error.
-// (The ctx is what tells: a work ctx passed from a goroutine that outlives its
-// work func still counts as that work func's.)
-//
-// Shutdown does not wait for failure hooks in progress: a hook may call it.
-// A hook that is running when Shutdown returns may still call methods of the
-// queue, which then act as after Shutdown.
-func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
-	inside := false
-	if v, ok := ctx.Value(workCtxKey{}).(*TimedWorkerQueue[K]); ok && v == q {
-		inside = true
-	}
-	var d delta
-	dropped := 0
-	q.mu.Lock()
-	if !q.closed {
-		q.closed = true
-		q.s.idx.retain(func(i int32) bool {
-			if q.s.slab[i].state == stateRunning {
-				return true
-			}
-			q.s.release(i)
-			dropped++
-			return false
-		})
-		q.s.heap, q.s.waiting = nil, 0
-		q.stopTimerLocked()
-		close(q.stop)
-		q.cancelBase(ErrShutdown)
-		d.pending -= dropped
-		d.drops += dropped
-	}
-	if inside {
-		q.inside++
-	}
-	q.mu.Unlock()
-	q.m.apply(d)
-	if dropped > 0 {
-		q.log.Info("Shutdown dropped work that had not started", "count", dropped)
-	}
-
-	done := ctx.Done()
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for {
-		// A worker in the failure hook holds its slot but has no work func
-		// left to wait for: the hook may be the caller.
-		busy := q.active - q.hooking
-		if !q.timerOn && (busy == 0 || inside && busy <= q.inside) {
-			break
-		}
-		ch := q.changed
-		q.mu.Unlock()
-		select {
-		case <-ch:
-			q.mu.Lock()
-		case <-done:
-			q.mu.Lock()
-			if inside && errors.Is(context.Cause(ctx), ErrShutdown) {
-				done = nil // our own cancellation of the work ctx: keep waiting
-				continue
-			}
-			if inside {
-				q.inside--
-				q.notifyLocked()
-			}
-			return ctx.Err()
-		}
-	}
-	if inside {
-		q.inside--
-		q.notifyLocked()
-	}
-	return nil
-}
-
-// notifyLocked wakes Shutdown waiters after a change of their wait condition.
-func (q *TimedWorkerQueue[K]) notifyLocked() {
-	if q.closed {
-		close(q.changed)
-		q.changed = make(chan struct{})
-	}
 }

@@ -789,15 +789,15 @@ func TestGetWorkerKeepsTimes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, _, q, _ := setup(t)
 		zone := time.FixedZone("UTC+3", 3*3600)
-		created := time.Time{} // a zero CreatedAt round-trips
+		created := time.Date(2024, 12, 31, 23, 0, 0, 0, time.Local)
 		fire := time.Date(2025, 1, 1, 7, 0, 0, 123, zone)
 		q.AddWork("a", created, fire)
 		w, ok := q.GetWorker("a")
 		require.True(t, ok)
-		assert.True(t, w.CreatedAt.IsZero())
+		assert.Equal(t, created, w.CreatedAt)
 		assert.Equal(t, fire, w.FireAt)
 		assert.Equal(t, zone, w.FireAt.Location())
-		// Far future: kept, never fires.
+		// Far future: kept at full precision.
 		far := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
 		q.AddWork("far", t0, far)
 		w, _ = q.GetWorker("far")
@@ -824,7 +824,8 @@ func TestNewErrors(t *testing.T) {
 		{"negative timeout", work, []timedqueue.Option{timedqueue.WithAttemptTimeout(-1)}, "AttemptTimeout must not be negative, got -1ns"},
 		{"nil metrics", work, []timedqueue.Option{timedqueue.WithMetricsProvider(nil)}, "provider must not be nil"},
 		{"nil option", work, []timedqueue.Option{nil}, "nil Option"},
-		{"hook key type", work, []timedqueue.Option{timedqueue.WithFailureHook(func(timedqueue.TimedWorker[int], error) {})}, "does not match the queue's key type string"},
+		{"hook key type", work, []timedqueue.Option{timedqueue.WithFailureHook(func(timedqueue.TimedWorker[int], error) {})}, "WithFailureHook: hook type timedqueue.FailureFunc[int] does not match the queue's key type string"},
+		{"retry hook key type", work, []timedqueue.Option{timedqueue.WithRetryHook(func(timedqueue.TimedWorker[int], error) {})}, "WithRetryHook: hook type timedqueue.RetryFunc[int] does not match the queue's key type string"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1046,21 +1047,6 @@ func TestStepDuringTimerRearmDoesNotDelayWork(t *testing.T) {
 		default:
 			t.Fatal("work due at +20s had not started at +20s")
 		}
-	})
-}
-
-// Lateness is start − FireAt in seconds even for a FireAt before 1678 (such as
-// the zero time.Time), whose Unix nanoseconds do not fit in an int64.
-func TestLatenessOfAncientFireAt(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		m := newCountingProvider()
-		_, _, q, _ := setup(t, timedqueue.WithMetricsProvider(m))
-		require.True(t, q.AddWork("zero", t0, time.Time{}))
-		synctest.Wait()
-		want := float64(t0.Unix() - time.Time{}.Unix())
-		late := m.observations("lateness")
-		require.Len(t, late, 1)
-		assert.InDelta(t, want, late[0], 1, "lateness of a zero FireAt, in seconds")
 	})
 }
 
@@ -1315,3 +1301,134 @@ func (c *movingClock) Now() time.Time {
 }
 
 func (c *movingClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// Schedule and Reschedule say why they changed nothing, with one error per
+// case; AddWork and UpdateWork report false in exactly those cases.
+func TestScheduleAndRescheduleErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk, f, q, _ := setup(t)
+		fire := t0.Add(time.Minute)
+		gate := f.setGate("running")
+		require.NoError(t, q.Schedule("running", t0, t0))
+		require.NoError(t, q.Schedule("pending", t0, fire))
+		f.script("backing-off", errors.New("fail once"))
+		require.NoError(t, q.Schedule("backing-off", t0, t0))
+		synctest.Wait()
+		w, _ := q.GetWorker("backing-off")
+		require.Equal(t, 1, w.Attempts)
+
+		for _, tc := range []struct {
+			name string
+			call func() error
+			want error
+		}{
+			{"Schedule pending", func() error { return q.Schedule("pending", t0, t0) }, timedqueue.ErrScheduled},
+			{"Schedule running", func() error { return q.Schedule("running", t0, t0) }, timedqueue.ErrScheduled},
+			{"Schedule backing off", func() error { return q.Schedule("backing-off", t0, t0) }, timedqueue.ErrScheduled},
+			{"Reschedule running", func() error { return q.Reschedule("running", t0, fire) }, timedqueue.ErrRunning},
+			// A running attempt is reported even if fireAt is unchanged.
+			{"Reschedule running, same FireAt", func() error { return q.Reschedule("running", t0, t0) }, timedqueue.ErrRunning},
+			{"Reschedule same FireAt", func() error { return q.Reschedule("pending", t0, fire.In(time.FixedZone("X", 60))) }, timedqueue.ErrUnchanged},
+			{"Reschedule same FireAt while backing off", func() error { return q.Reschedule("backing-off", t0, t0) }, timedqueue.ErrUnchanged},
+		} {
+			err := tc.call()
+			assert.ErrorIs(t, err, tc.want, tc.name)
+			assert.Equal(t, tc.want, err, "%s: returned as is", tc.name)
+		}
+		assert.False(t, q.AddWork("pending", t0, t0))
+		assert.False(t, q.UpdateWork("pending", t0, fire))
+		assert.False(t, q.UpdateWork("running", t0, fire))
+		w, _ = q.GetWorker("backing-off")
+		assert.Equal(t, 1, w.Attempts, "the backoff goes on")
+		assert.Equal(t, 3, q.Len(), "nothing changed")
+
+		require.NoError(t, q.Reschedule("pending", t0, fire.Add(time.Second)))
+		require.NoError(t, q.Reschedule("absent", t0, fire), "Reschedule of an absent key schedules")
+		close(gate)
+		step(clk, time.Hour)
+		require.NoError(t, q.Shutdown(context.Background()))
+		assert.Equal(t, timedqueue.ErrShutdown, q.Schedule("new", t0, t0))
+		assert.Equal(t, timedqueue.ErrShutdown, q.Reschedule("new", t0, t0))
+	})
+}
+
+func TestScheduleInvalidKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q, err := timedqueue.New(func(context.Context, any) error { return nil },
+			timedqueue.WithClock(testingclock.NewFakeClock(t0)))
+		require.NoError(t, err)
+		for _, key := range []any{math.NaN(), []int{1}} {
+			assert.Equal(t, timedqueue.ErrInvalidKey, q.Schedule(key, t0, t0), "%v", key)
+			assert.Equal(t, timedqueue.ErrInvalidKey, q.Reschedule(key, t0, t0), "%v", key)
+		}
+		require.NoError(t, q.Shutdown(context.Background()))
+		// An invalid key is reported before a shut-down queue.
+		assert.Equal(t, timedqueue.ErrInvalidKey, q.Schedule(math.NaN(), t0, t0))
+	})
+}
+
+// The retry hook is called once the retry is scheduled: a test that waits for
+// it and then moves the clock to NextAttempt sees the retry start, with any
+// number of slots. The hook may call the queue, and a panic in it is
+// recovered.
+func TestRetryHook(t *testing.T) {
+	for _, slots := range []int{1, 4} {
+		t.Run(fmt.Sprint("slots=", slots), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				type call struct {
+					w, seen timedqueue.TimedWorker[string]
+					err     error
+				}
+				calls := make(chan call, 1)
+				var q *timedqueue.TimedWorkerQueue[string]
+				hook := func(w timedqueue.TimedWorker[string], err error) {
+					seen, _ := q.GetWorker(w.Key)
+					calls <- call{w, seen, err}
+					if w.Attempts == 2 {
+						panic("hook panic")
+					}
+				}
+				clk, f, q0, fl := setup(t, timedqueue.WithMaxConcurrency(slots), timedqueue.WithRetryHook(hook),
+					timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 4, InitialBackoff: time.Second}))
+				q = q0
+				errs := []error{errors.New("1"), errors.New("2"), errors.New("3")}
+				f.script("a", errs...)
+				require.True(t, q.AddWork("a", t0, t0))
+				for n := 1; n <= 3; n++ {
+					c := <-calls
+					wantNext := clk.Now().Add(time.Duration(1<<(n-1)) * time.Second)
+					want := timedqueue.TimedWorker[string]{Key: "a", CreatedAt: t0, FireAt: t0, Attempts: n, NextAttempt: wantNext}
+					assert.Equal(t, want, c.w, "hook argument after attempt %d", n)
+					assert.Equal(t, want, c.seen, "GetWorker from the hook after attempt %d", n)
+					assert.Equal(t, errs[n-1], c.err)
+					clk.SetTime(wantNext) // no synctest.Wait before: the retry is armed
+				}
+				synctest.Wait()
+				assert.Equal(t, []run{{"a", 0}, {"a", time.Second}, {"a", 3 * time.Second}, {"a", 7 * time.Second}}, f.takeRuns())
+				assert.Empty(t, fl.get(), "the fourth attempt succeeded")
+				assert.Len(t, calls, 0)
+			})
+		})
+	}
+}
+
+// A retry hook that shuts the queue down drops the retry it was told about.
+func TestRetryHookMayCallShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var q *timedqueue.TimedWorkerQueue[string]
+		got := make(chan error, 1)
+		m := newCountingProvider()
+		clk, f, q0, _ := setup(t, timedqueue.WithMetricsProvider(m),
+			timedqueue.WithRetryHook(func(timedqueue.TimedWorker[string], error) {
+				got <- q.Shutdown(context.Background())
+			}))
+		q = q0
+		f.script("a", errors.New("fail"))
+		require.True(t, q.AddWork("a", t0, t0))
+		require.NoError(t, <-got)
+		step(clk, time.Hour)
+		assert.Equal(t, []run{{"a", 0}}, f.takeRuns())
+		assert.Equal(t, 1, m.get("drops"))
+		assert.Equal(t, 0, q.Len())
+	})
+}

@@ -6,38 +6,21 @@ import (
 	"time"
 )
 
-// Defaults used for the zero fields of a [RetryPolicy].
+// Defaults for the zero fields of a [RetryPolicy].
 const (
-	// DefaultMaxAttempts is the number of attempts a schedule gets when
-	// RetryPolicy.MaxAttempts is zero: one first attempt and four retries.
-	DefaultMaxAttempts = 5
-	// DefaultInitialBackoff is the wait before the first retry when
-	// RetryPolicy.InitialBackoff is zero.
+	DefaultMaxAttempts    = 5 // one attempt and four retries
 	DefaultInitialBackoff = time.Second
-	// DefaultMaxBackoff caps the wait between retries when RetryPolicy.MaxBackoff
-	// is zero (raised to InitialBackoff if that is larger).
-	DefaultMaxBackoff = time.Minute
+	DefaultMaxBackoff     = time.Minute
 )
 
-// RetryPolicy says how failed attempts of a schedule are retried.
-//
-// After the n-th failed attempt (n = 1, 2, …) the next attempt starts no earlier
-// than InitialBackoff·2^(n-1) after the failure, as read from the queue's clock,
-// capped at MaxBackoff. There is no jitter. After MaxAttempts attempts in all the
-// schedule ends, the key is released and the failure is reported.
-//
-// The zero RetryPolicy means DefaultMaxAttempts attempts, DefaultInitialBackoff
-// and DefaultMaxBackoff; each zero field takes its default on its own.
+// RetryPolicy says how failed attempts are retried: the n-th failure waits
+// InitialBackoff·2^(n-1), capped at MaxBackoff, with no jitter, up to
+// MaxAttempts attempts (1: no retry). Zero fields take the defaults, but a
+// zero backoff never crosses the other one.
 type RetryPolicy struct {
-	// MaxAttempts bounds the attempts of one schedule, the first included.
-	// Zero means DefaultMaxAttempts; 1 means no retry.
-	MaxAttempts int
-	// InitialBackoff is the wait before the first retry. Zero means
-	// DefaultInitialBackoff, or MaxBackoff if that is set and smaller.
+	MaxAttempts    int
 	InitialBackoff time.Duration
-	// MaxBackoff caps the wait between attempts. Zero means DefaultMaxBackoff,
-	// or InitialBackoff if that is larger.
-	MaxBackoff time.Duration
+	MaxBackoff     time.Duration
 }
 
 // normalize validates p and fills in its zero fields.
@@ -91,9 +74,8 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
-// Permanent wraps err so that the queue does not retry the attempt that returned
-// it: the schedule ends at once and the failure is reported. Permanent(nil)
-// returns nil. The result unwraps to err, so errors.Is and errors.As see through it.
+// Permanent wraps err so that the attempt returning it is not retried.
+// Permanent(nil) is nil; the result unwraps to err.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
@@ -101,7 +83,7 @@ func Permanent(err error) error {
 	return &permanentError{err: err}
 }
 
-// IsPermanent reports whether err, or any error it wraps, was made by [Permanent].
+// IsPermanent reports whether err or an error it wraps was made by [Permanent].
 func IsPermanent(err error) bool {
 	var p *permanentError
 	return errors.As(err, &p)

@@ -9,17 +9,13 @@ import (
 	"time"
 )
 
-// PanicError is the error an attempt fails with when its work func panics. The
-// panic is recovered: it never kills the process and counts as a failure.
+// PanicError is the error of a work func that panicked.
 type PanicError struct {
-	// Value is the value passed to panic.
-	Value any
-	// Stack is the stack of the panicking goroutine, as debug.Stack returns it.
-	Stack []byte
+	Value any    // passed to panic
+	Stack []byte // of the panicking goroutine, from debug.Stack
 }
 
-// Error returns "timedqueue: work func panicked: " followed by the panic
-// value; the stack is left out.
+// Error returns the panic value, without the stack.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("timedqueue: work func panicked: %v", e.Value)
 }
@@ -28,51 +24,17 @@ func (e *PanicError) Error() string {
 // through t.FailNow in a test).
 var errGoexit = errors.New("timedqueue: work func called runtime.Goexit")
 
-// workCtxKey is the context key under which a work ctx carries its queue, so
-// that Shutdown can tell it is called from inside a work func.
-type workCtxKey struct{}
-
-// workCtx is the ctx handed to a work func.
-type workCtx struct {
-	context.Context
-	q        any       // the queue, for workCtxKey
-	deadline time.Time // zero without an attempt timeout
-}
-
-func (c *workCtx) Value(key any) any {
-	if key == (workCtxKey{}) {
-		return c.q
-	}
-	return c.Context.Value(key)
-}
-
-func (c *workCtx) Deadline() (time.Time, bool) {
-	if c.deadline.IsZero() {
-		return c.Context.Deadline()
-	}
-	return c.deadline, true
-}
-
-// Err reports context.DeadlineExceeded when the attempt timed out: the queue
-// cancels the attempt with that cause from its own timer, on its own clock.
-func (c *workCtx) Err() error {
-	err := c.Context.Err()
-	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
-		return context.DeadlineExceeded
-	}
-	return err
-}
-
 // attempt is one run of a work func.
 type attempt[K comparable] struct {
 	key      K
-	idx      int32   // slab slot of the schedule when it started
-	seq      uint64  // the schedule's seq: if the slot no longer has it, the schedule was withdrawn
-	first    bool    // first attempt of its schedule: lateness is observed
-	late     float64 // start − FireAt, seconds
-	ctx      context.Context
+	idx      int32                   // slab slot of the schedule when it started
+	seq      uint64                  // the schedule's seq: if the slot no longer has it, the schedule was withdrawn
+	first    bool                    // first attempt of its schedule: lateness is observed
+	late     float64                 // start − FireAt, seconds
+	wc       *workCtx[K]             // this attempt's identity
+	ctx      context.Context         // the work func's ctx: wc, or a timedCtx around it
 	cancel   context.CancelCauseFunc // nil without an attempt timeout
-	deadline int64                   // Unix ns, with an attempt timeout
+	deadline instant                 // with an attempt timeout
 	tpos     int                     // index in q.timed, -1 if not there
 }
 
@@ -92,9 +54,6 @@ const (
 	outcomeWithdrawnFailed
 )
 
-// nowNs reads the queue's clock in Unix nanoseconds.
-func (q *TimedWorkerQueue[K]) nowNs() int64 { return unixNano(q.clock.Now()) }
-
 // pumpLocked brings the queue up to date with its clock: it expires timed-out
 // attempts, starts due schedules while slots are free, and arms the timer for
 // the next event. Every method that may change the earliest event calls it
@@ -112,22 +71,27 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			// timer goroutine just pumps.
 			return
 		}
-		if n, ok := q.s.head(); !ok {
+		switch n, far, ok := q.s.peek(); {
+		case !ok:
 			if q.armedAt == never {
 				return
 			}
-		} else if n.at == q.armedAt {
+		case far: // the far heap's times saturate: compare them in full
+			if q.armedAt != never && q.s.first(n, far) == q.armedFor {
+				return
+			}
+		case n.at == q.armedAt:
 			return
 		}
 	}
 	for tries := 0; ; tries++ {
-		now := q.nowNs()
-		if q.timeout > 0 && q.minDeadline <= now {
+		now := q.read()
+		if q.timeout > 0 && !now.at.before(q.minDeadline) {
 			q.expireLocked(now)
 		}
 		q.startDueLocked(now, d)
 		want := q.wakeAtLocked(now)
-		if want == never {
+		if want == neverInstant {
 			// Nothing to wait for: stop the timer and let its goroutine
 			// exit. This holds even when the timer is already stopped: a
 			// previous round of this loop may have stopped it after starting
@@ -136,16 +100,16 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			q.idleLocked()
 			return
 		}
-		if want == q.armedAt {
+		if q.armedAt != never && want == q.armedFor {
 			return
 		}
 		q.stopTimerLocked()
-		delay := want - now
-		if delay < 0 { // overflow: want is far away
-			delay = math.MaxInt64
+		// A delay too long for a Duration fires early; the pump then re-arms.
+		q.timer.Reset(now.at.until(want))
+		q.armedFor = want
+		if q.armedAt = want.ns(); q.armedAt == never {
+			q.armedAt = math.MinInt64 // armed: matches no main-heap time, as a far time must not
 		}
-		q.timer.Reset(time.Duration(delay))
-		q.armedAt = want
 		if !q.timerOn {
 			q.timerOn = true
 			go q.timerLoop()
@@ -157,8 +121,8 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		// as much. Either way go round again, from a fresh reading. A real
 		// clock always moves a little, so its late arming (by the time Reset
 		// takes) is accepted after a few tries.
-		now2 := q.nowNs()
-		if now2 < want && (now2 == now || tries >= 2) {
+		now2 := q.read()
+		if now2.at.before(want) && (now2.at == now.at || tries >= 2) {
 			return
 		}
 		q.stopTimerLocked() // else want == armedAt would end the next round early
@@ -177,18 +141,18 @@ func (q *TimedWorkerQueue[K]) idleLocked() {
 	}
 }
 
-// wakeAtLocked returns when the timer must fire next, or never.
-func (q *TimedWorkerQueue[K]) wakeAtLocked(now int64) int64 {
+// wakeAtLocked returns when the timer must fire next, or neverInstant.
+func (q *TimedWorkerQueue[K]) wakeAtLocked(now reading) instant {
 	if q.closed {
-		return never // running work was cancelled; nothing else will start
+		return neverInstant // running work was cancelled; nothing else will start
 	}
 	want := q.minDeadline
-	if n, ok := q.s.head(); ok {
-		// A due head only remains when every slot is busy: a worker that
-		// finishes takes it, no timer is needed. A stale head is never waited
-		// for: head drops it.
-		if n.at > now {
-			want = min(want, n.at)
+	// A due head only remains when every slot is busy: a worker that finishes
+	// takes it, no timer is needed. A stale head is never waited for: peek
+	// drops it.
+	if n, far, ok := q.s.peek(); ok && !q.s.due(n, far, now) {
+		if at := q.s.first(n, far); at.before(want) {
+			want = at
 		}
 	}
 	return want
@@ -210,12 +174,13 @@ func (q *TimedWorkerQueue[K]) stopTimerLocked() {
 
 // startDueLocked starts due schedules, in (NextAttempt, seq) order, while
 // concurrency slots are free, each on a new worker goroutine.
-func (q *TimedWorkerQueue[K]) startDueLocked(now int64, d *delta) {
+func (q *TimedWorkerQueue[K]) startDueLocked(now reading, d *delta) {
 	for !q.closed && q.active < q.max {
-		if n, ok := q.s.head(); !ok || n.at > now {
+		n, far, ok := q.s.peek()
+		if !ok || !q.s.due(n, far, now) {
 			return
 		}
-		a := q.beginLocked(q.s.popHead(), now, nil)
+		a := q.beginLocked(q.s.pop(far), now, nil)
 		q.active++
 		d.running++
 		d.pending--
@@ -225,7 +190,7 @@ func (q *TimedWorkerQueue[K]) startDueLocked(now int64, d *delta) {
 
 // beginLocked marks slot i, just taken from the heap, running and returns its
 // attempt: a, reused, or a new one if a is nil.
-func (q *TimedWorkerQueue[K]) beginLocked(i int32, now int64, a *attempt[K]) *attempt[K] {
+func (q *TimedWorkerQueue[K]) beginLocked(i int32, now reading, a *attempt[K]) *attempt[K] {
 	e := &q.s.slab[i]
 	e.state = stateRunning
 	if a == nil {
@@ -233,37 +198,32 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now int64, a *attempt[K]) *at
 	}
 	*a = attempt[K]{key: e.key, idx: i, seq: e.seq, first: e.attempts == 0, tpos: -1}
 	if a.first {
-		a.late = lateness(now, e)
+		a.late = now.at.secondsSince(instant{e.fireSec, e.fireNs})
 	}
+	// Each attempt gets a ctx of its own, even without a timeout: it tells
+	// Shutdown which attempt its caller belongs to (see workCtx).
+	a.wc = q.newWorkCtxLocked()
+	a.ctx = a.wc
 	if q.timeout <= 0 {
-		a.ctx = q.plainCtx
 		return a
 	}
 	cctx, cancel := context.WithCancelCause(q.baseCtx)
 	a.cancel = cancel
-	a.deadline = addNano(now, q.timeout)
-	a.ctx = &workCtx{Context: cctx, q: q, deadline: time.Unix(0, a.deadline)}
+	a.deadline = now.at.add(q.timeout)
+	a.wc.Context = cctx
+	a.ctx = &timedCtx[K]{workCtx: a.wc, deadline: a.deadline}
 	a.tpos = len(q.timed)
 	q.timed = append(q.timed, a)
-	q.minDeadline = min(q.minDeadline, a.deadline)
+	if a.deadline.before(q.minDeadline) {
+		q.minDeadline = a.deadline
+	}
 	return a
 }
 
-// lateness returns now − FireAt of e, a first attempt, in seconds. e.next,
-// FireAt in saturated Unix ns, cannot be used for a FireAt before 1678: the
-// difference would overflow. Then it is computed from FireAt's seconds.
-func lateness[K comparable](now int64, e *entry[K]) float64 {
-	if d := now - e.next; (d >= 0) == (now >= e.next) {
-		return float64(d) / float64(time.Second)
-	}
-	const sec = int64(time.Second)
-	return float64(now/sec-e.fireSec) + float64(now%sec-int64(e.fireNs))/float64(time.Second)
-}
-
 // expireLocked cancels the attempts whose deadline has passed.
-func (q *TimedWorkerQueue[K]) expireLocked(now int64) {
+func (q *TimedWorkerQueue[K]) expireLocked(now reading) {
 	for i := 0; i < len(q.timed); {
-		if a := q.timed[i]; a.deadline <= now {
+		if a := q.timed[i]; !now.at.before(a.deadline) {
 			a.cancel(context.DeadlineExceeded)
 			q.untimeLocked(a) // moves the last one to i
 			continue
@@ -284,9 +244,11 @@ func (q *TimedWorkerQueue[K]) untimeLocked(a *attempt[K]) {
 	q.timed = q.timed[:last]
 	a.tpos = -1
 	if a.deadline == q.minDeadline {
-		q.minDeadline = never
+		q.minDeadline = neverInstant
 		for _, b := range q.timed {
-			q.minDeadline = min(q.minDeadline, b.deadline)
+			if b.deadline.before(q.minDeadline) {
+				q.minDeadline = b.deadline
+			}
 		}
 	}
 }
@@ -332,8 +294,8 @@ func (q *TimedWorkerQueue[K]) timerLoop() {
 func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 	// If a work func calls runtime.Goexit, this goroutine ends in the middle
 	// of the loop; the deferred func completes the bookkeeping and hands the
-	// next attempt to a new goroutine. (A Goexit in the failure hook is
-	// handled by hookThenRelease.)
+	// next attempt to a new goroutine. (A Goexit in a hook is handled by
+	// hookThenRelease.)
 	inWork := false
 	defer func() {
 		if !inWork {
@@ -351,8 +313,8 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 	}
 }
 
-// finish settles a, reports it, calls the failure hook if needed and returns
-// the next attempt for this worker.
+// finish settles a, reports it, calls a hook if needed and returns the next
+// attempt for this worker.
 func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 	var o outcome[K]
 	next, wait := q.settle(a, err, &o)
@@ -363,9 +325,10 @@ func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 	return next
 }
 
-// hookThenRelease calls the failure hook, then gives the slot up or takes the
-// next due attempt (reusing a). If the hook calls runtime.Goexit, the deferred
-// func still releases the slot and hands the next attempt to a new goroutine.
+// hookThenRelease calls the failure or retry hook, then gives the slot up or
+// takes the next due attempt (reusing a). If the hook calls runtime.Goexit,
+// the deferred func still releases the slot and hands the next attempt to a
+// new goroutine.
 func (q *TimedWorkerQueue[K]) hookThenRelease(a *attempt[K], o *outcome[K]) *attempt[K] {
 	returned := false
 	defer func() {
@@ -406,8 +369,8 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 }
 
 // settle records the end of attempt a with error err. It returns the next
-// attempt this worker should run, unless o needs the failure hook (wait is
-// true): then the worker keeps its slot until it has called the hook and
+// attempt this worker should run, unless o needs a hook (wait is true): then
+// the worker keeps its slot until it has called the hook and
 // [TimedWorkerQueue.release].
 func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (next *attempt[K], wait bool) {
 	var d delta
@@ -417,9 +380,10 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 	// taken a little early is still a valid now: the retry time is counted
 	// from the failure, and a due check that misses a step made meanwhile
 	// leaves the item to the pump that follows the slot's release.
-	now := q.nowNs()
+	now := q.read()
 	q.mu.Lock()
 	q.untimeLocked(a)
+	q.returnedLocked(a.wc)
 	s := q.s
 	e := &s.slab[a.idx]
 	switch {
@@ -442,11 +406,15 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		if !q.closed && !IsPermanent(err) && int(e.attempts) < q.retry.MaxAttempts {
 			o.kind, o.err = outcomeRetry, err
 			o.wait = q.retry.backoff(int(e.attempts))
-			e.next = addNano(now, o.wait)
+			s.setNext(a.idx, now.at.add(o.wait))
 			s.push(a.idx)
 			d.pending++
 			d.retries++
-			o.w.Attempts = int(e.attempts)
+			if q.hooks.retry != nil {
+				o.w = q.snapshotLocked(a.idx)
+			} else {
+				o.w.Attempts = int(e.attempts) // for the log
+			}
 		} else {
 			o.kind, o.err = outcomeFinal, err
 			o.w = q.snapshotLocked(a.idx)
@@ -456,9 +424,12 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 			d.failures++
 		}
 	}
-	if o.kind == outcomeFinal && q.hook != nil {
+	if o.kind == outcomeFinal && q.hooks.failure != nil || o.kind == outcomeRetry && q.hooks.retry != nil {
 		q.hooking++
-		q.notifyLocked() // Shutdown does not wait for a worker in the hook
+		q.notifyLocked() // Shutdown does not wait for a worker in a hook
+		if o.kind == outcomeRetry {
+			q.pumpLocked(&d) // arm the timer for the retry before the hook runs
+		}
 		q.mu.Unlock()
 		q.m.apply(d)
 		return nil, true
@@ -469,12 +440,12 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 	return next, false
 }
 
-// release is settle's second half when the failure hook had to be called first.
+// release is settle's second half when a hook had to be called first.
 func (q *TimedWorkerQueue[K]) release(a *attempt[K]) *attempt[K] {
 	var d delta
 	q.mu.Lock()
 	q.hooking--
-	next := q.nextLocked(&d, q.nowNs(), a)
+	next := q.nextLocked(&d, q.read(), a)
 	q.mu.Unlock()
 	q.m.apply(d)
 	return next
@@ -482,9 +453,9 @@ func (q *TimedWorkerQueue[K]) release(a *attempt[K]) *attempt[K] {
 
 // nextLocked returns the next due attempt for a worker that has just finished
 // one, keeping its slot; or gives the slot up and returns nil.
-func (q *TimedWorkerQueue[K]) nextLocked(d *delta, now int64, a *attempt[K]) *attempt[K] {
-	if n, ok := q.s.head(); !q.closed && ok && n.at <= now {
-		a = q.beginLocked(q.s.popHead(), now, a)
+func (q *TimedWorkerQueue[K]) nextLocked(d *delta, now reading, a *attempt[K]) *attempt[K] {
+	if n, far, ok := q.s.peek(); !q.closed && ok && q.s.due(n, far, now) {
+		a = q.beginLocked(q.s.pop(far), now, a)
 		d.pending--
 		q.pumpLocked(d)
 		return a
@@ -508,12 +479,16 @@ func (q *TimedWorkerQueue[K]) report(o *outcome[K]) {
 	}
 }
 
-// callHook calls the failure hook, recovering a panic.
+// callHook calls the failure or retry hook for o, recovering a panic.
 func (q *TimedWorkerQueue[K]) callHook(o *outcome[K]) {
 	defer func() {
 		if r := recover(); r != nil {
-			q.log.Error(fmt.Errorf("%v", r), "Failure hook panicked", "key", o.w.Key, "stack", string(debug.Stack()))
+			q.log.Error(fmt.Errorf("%v", r), "Hook panicked", "key", o.w.Key, "stack", string(debug.Stack()))
 		}
 	}()
-	q.hook(o.w, o.err)
+	if o.kind == outcomeRetry {
+		q.hooks.retry(o.w, o.err)
+	} else {
+		q.hooks.failure(o.w, o.err)
+	}
 }

@@ -1,0 +1,126 @@
+package timedqueue_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/taintkit/taintkit/timedqueue"
+)
+
+// assertBlocked fails the test, and lets it go on to release the work, if a
+// value is ready on ch; it puts the value back.
+func assertBlocked(t *testing.T, ch chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		t.Errorf("%s returned %v while another work func was still running", what, err)
+		ch <- err
+	default:
+	}
+}
+
+// A work func's ctx that reaches Shutdown after that work func returned (from
+// a goroutine it started) belongs to no running attempt: Shutdown waits for
+// every running work func.
+func TestShutdownWithTheCtxOfAReturnedWorkFuncWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		release := make(chan struct{})
+		kept := make(chan context.Context, 1)
+		q, err := timedqueue.New(func(ctx context.Context, k string) error {
+			switch k {
+			case "short":
+				kept <- ctx // returns at once; its ctx outlives it
+			case "long":
+				<-release // ignores its ctx
+			}
+			return nil
+		}, timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()))
+		require.NoError(t, err)
+		require.True(t, q.AddWork("long", t0, t0))
+		require.True(t, q.AddWork("short", t0, t0))
+		ctx := <-kept
+		synctest.Wait() // "short" has returned; "long" runs
+
+		shut := make(chan error, 1)
+		go func() { shut <- q.Shutdown(ctx) }()
+		synctest.Wait()
+		assertBlocked(t, shut, "Shutdown(ctx of a returned work func)")
+		close(release)
+		require.NoError(t, <-shut)
+	})
+}
+
+// Several goroutines of one work func pass its ctx to Shutdown: they skip that
+// work func only, once, and wait for the others.
+func TestShutdownFromGoroutinesSharingAWorkCtx(t *testing.T) {
+	for _, timeout := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprint("attempt timeout=", timeout), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clk := testingclock.NewFakeClock(t0)
+				var q *timedqueue.TimedWorkerQueue[string]
+				release := make(chan struct{})
+				shut := make(chan error, 3)
+				q, err := timedqueue.New(func(ctx context.Context, k string) error {
+					switch k {
+					case "self":
+						inner := make(chan error, 2)
+						for range 2 {
+							go func() { inner <- q.Shutdown(ctx) }()
+						}
+						shut <- <-inner
+						shut <- <-inner
+					case "other":
+						<-release // ignores its ctx
+					}
+					return nil
+				}, timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()), timedqueue.WithAttemptTimeout(timeout))
+				require.NoError(t, err)
+				require.True(t, q.AddWork("other", t0, t0))
+				require.True(t, q.AddWork("self", t0, t0))
+				synctest.Wait()
+				assertBlocked(t, shut, "Shutdown(ctx shared by two goroutines)")
+				close(release)
+				require.NoError(t, <-shut)
+				require.NoError(t, <-shut)
+				require.NoError(t, q.Shutdown(context.Background()))
+			})
+		})
+	}
+}
+
+// Two work funcs that both shut the queue down from inside do not wait for
+// each other (that would deadlock), but both wait for a third work func.
+func TestShutdownFromTwoWorkFuncs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		var q *timedqueue.TimedWorkerQueue[string]
+		release := make(chan struct{})
+		shut := make(chan error, 2)
+		q, err := timedqueue.New(func(ctx context.Context, k string) error {
+			if k == "other" {
+				<-release
+				return nil
+			}
+			shut <- q.Shutdown(ctx)
+			return nil
+		}, timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()))
+		require.NoError(t, err)
+		require.True(t, q.AddWork("other", t0, t0))
+		require.True(t, q.AddWork("a", t0, t0))
+		require.True(t, q.AddWork("b", t0, t0))
+		synctest.Wait()
+		assertBlocked(t, shut, "Shutdown from a work func")
+		close(release)
+		require.NoError(t, <-shut)
+		require.NoError(t, <-shut)
+		require.NoError(t, q.Shutdown(context.Background()))
+	})
+}
