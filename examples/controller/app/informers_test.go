@@ -20,7 +20,7 @@ type recorder struct {
 }
 
 func (r *recorder) NodeUpdated(old, new *v1.Node) { r.nodes = append(r.nodes, [2]*v1.Node{old, new}) }
-func (r *recorder) PodUpdated(old, new *v1.Pod)    { r.pods = append(r.pods, [2]*v1.Pod{old, new}) }
+func (r *recorder) PodUpdated(old, new *v1.Pod)   { r.pods = append(r.pods, [2]*v1.Pod{old, new}) }
 
 func errorLog(errs *[]string) logr.Logger {
 	return funcr.New(func(prefix, args string) { *errs = append(*errs, args) }, funcr.Options{})

@@ -191,4 +191,3 @@ func TestPodClientBeforeDeleteRecreatesPod(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, types.UID("uid-2"), pod.UID)
 }
-
