@@ -133,8 +133,8 @@ func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Optio
 		cl.factory.Shutdown()
 	}()
 	cl.factory.Start(informerCtx.Done())
-	log.Info("Waiting for informer caches to sync")
-	if !cache.WaitForCacheSync(ctx.Done(), cl.nodes.HasSynced, cl.pods.HasSynced) {
+	// WaitFor reacts as soon as they sync; it does not poll.
+	if !cache.WaitFor(ctx, "informer caches", cl.nodes.HasSyncedChecker(), cl.pods.HasSyncedChecker()) {
 		log.Info("Stopped before the informer caches synced")
 		return nil
 	}
