@@ -335,7 +335,7 @@ func TestRunLeaderElectionHandover(t *testing.T) {
 		requireValue(t, ob.Registry, 1, app.MetricLeader)
 		requireValue(t, ob.Registry, 1, app.MetricEvictionsPending)
 
-		time.Sleep(t0.Add(10 * time.Second).Sub(time.Now()) - time.Millisecond)
+		time.Sleep(t0.Add(10*time.Second).Sub(time.Now()) - time.Millisecond)
 		synctest.Wait()
 		assert.True(t, podExists(t, client, "web"), "deleted before the deadline")
 		time.Sleep(time.Millisecond)
