@@ -86,8 +86,9 @@ type Options struct {
 	// name and UID are set if the cache no longer has it). A test can
 	// recreate the pod there to see the precondition refuse the delete.
 	BeforeDelete func(ctx context.Context, pod *v1.Pod)
-	// Registry, if not nil, receives the controller's metrics. Nil means a
-	// new registry per Run, so that Runs in one process do not collide.
+	// Registry, if not nil, receives the controller's metrics ([Metrics]).
+	// Nil means a new registry per Run, with the Go runtime's and the
+	// process's metrics added, so that Runs in one process do not collide.
 	// The /metrics server serves the registry either way.
 	Registry *prometheus.Registry
 }
