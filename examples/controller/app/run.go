@@ -274,6 +274,11 @@ func (u untilStopped) DeletePod(ctx context.Context, namespace, name string, opt
 
 func (u untilStopped) context(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	if u.stop.Err() != nil {
+		// Already stopped: fail now, not once AfterFunc's goroutine runs.
+		cancel(context.Cause(u.stop))
+		return ctx, func() {}
+	}
 	unhook := context.AfterFunc(u.stop, func() { cancel(context.Cause(u.stop)) })
 	return ctx, func() {
 		unhook()
