@@ -95,18 +95,18 @@ type Options struct {
 
 // Defaults of [NewOptions].
 const (
-	DefaultLeaseDuration       = 15 * time.Second
-	DefaultRenewDeadline       = 10 * time.Second
-	DefaultRetryPeriod         = 2 * time.Second
-	DefaultLeaseNamespace      = "kube-system"
-	DefaultLeaseName           = "taintkit-noexecute"
-	DefaultMetricsBindAddress  = ":8080"
-	DefaultHealthBindAddress   = ":8081"
-	DefaultKubeAPIQPS          = 20
-	DefaultKubeAPIBurst        = 30
-	DefaultShards              = sharding.DefaultShards
-	DefaultMaxEvictions        = timedqueue.DefaultMaxConcurrency
-	DefaultShutdownGracePeriod = 30 * time.Second
+	DefaultLeaseDuration          = 15 * time.Second
+	DefaultRenewDeadline          = 10 * time.Second
+	DefaultRetryPeriod            = 2 * time.Second
+	DefaultLeaseNamespace         = "kube-system"
+	DefaultLeaseName              = "taintkit-noexecute"
+	DefaultMetricsBindAddress     = ":8080"
+	DefaultHealthProbeBindAddress = ":8081"
+	DefaultKubeAPIQPS             = 20
+	DefaultKubeAPIBurst           = 30
+	DefaultShards                 = sharding.DefaultShards
+	DefaultMaxConcurrentEvictions = timedqueue.DefaultMaxConcurrency
+	DefaultShutdownGracePeriod    = 30 * time.Second
 )
 
 // NewOptions returns the defaults: leader election on, with a unique
@@ -121,11 +121,11 @@ func NewOptions() Options {
 		LeaseName:              DefaultLeaseName,
 		Identity:               defaultIdentity(),
 		MetricsBindAddress:     DefaultMetricsBindAddress,
-		HealthProbeBindAddress: DefaultHealthBindAddress,
+		HealthProbeBindAddress: DefaultHealthProbeBindAddress,
 		KubeAPIQPS:             DefaultKubeAPIQPS,
 		KubeAPIBurst:           DefaultKubeAPIBurst,
 		Shards:                 DefaultShards,
-		MaxConcurrentEvictions: DefaultMaxEvictions,
+		MaxConcurrentEvictions: DefaultMaxConcurrentEvictions,
 		ShutdownGracePeriod:    DefaultShutdownGracePeriod,
 	}
 }
