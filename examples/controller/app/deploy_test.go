@@ -1,0 +1,245 @@
+package app_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/taintkit/taintkit/examples/controller/app"
+)
+
+// manifests holds the objects of deploy/*.yaml.
+type manifests struct {
+	serviceAccounts     []v1.ServiceAccount
+	clusterRoles        []rbacv1.ClusterRole
+	clusterRoleBindings []rbacv1.ClusterRoleBinding
+	roles               []rbacv1.Role
+	roleBindings        []rbacv1.RoleBinding
+	deployments         []appsv1.Deployment
+}
+
+func readManifests(t *testing.T) manifests {
+	t.Helper()
+	files, err := filepath.Glob("../deploy/*.yaml")
+	require.NoError(t, err)
+	var m manifests
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for doc := range strings.SplitSeq(string(data), "\n---\n") {
+			var tm metav1.TypeMeta
+			require.NoError(t, yaml.Unmarshal([]byte(doc), &tm), f)
+			var target any
+			switch tm.Kind {
+			case "ServiceAccount":
+				m.serviceAccounts = append(m.serviceAccounts, v1.ServiceAccount{})
+				target = &m.serviceAccounts[len(m.serviceAccounts)-1]
+			case "ClusterRole":
+				m.clusterRoles = append(m.clusterRoles, rbacv1.ClusterRole{})
+				target = &m.clusterRoles[len(m.clusterRoles)-1]
+			case "ClusterRoleBinding":
+				m.clusterRoleBindings = append(m.clusterRoleBindings, rbacv1.ClusterRoleBinding{})
+				target = &m.clusterRoleBindings[len(m.clusterRoleBindings)-1]
+			case "Role":
+				m.roles = append(m.roles, rbacv1.Role{})
+				target = &m.roles[len(m.roles)-1]
+			case "RoleBinding":
+				m.roleBindings = append(m.roleBindings, rbacv1.RoleBinding{})
+				target = &m.roleBindings[len(m.roleBindings)-1]
+			case "Deployment":
+				m.deployments = append(m.deployments, appsv1.Deployment{})
+				target = &m.deployments[len(m.deployments)-1]
+			default:
+				t.Fatalf("%s: unexpected kind %q", f, tm.Kind)
+			}
+			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), target), f)
+		}
+	}
+	return m
+}
+
+func TestDeployManifests(t *testing.T) {
+	m := readManifests(t)
+	require.Len(t, m.serviceAccounts, 1)
+	sa := m.serviceAccounts[0]
+	assert.Equal(t, "taintkit-noexecute", sa.Name)
+	assert.Equal(t, "kube-system", sa.Namespace)
+	subject := rbacv1.Subject{Kind: "ServiceAccount", Name: sa.Name, Namespace: sa.Namespace}
+
+	require.Len(t, m.clusterRoles, 1)
+	require.Len(t, m.clusterRoleBindings, 1)
+	assert.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: m.clusterRoles[0].Name}, m.clusterRoleBindings[0].RoleRef)
+	assert.Equal(t, []rbacv1.Subject{subject}, m.clusterRoleBindings[0].Subjects)
+	require.Len(t, m.roles, 1)
+	require.Len(t, m.roleBindings, 1)
+	assert.Equal(t, "kube-system", m.roles[0].Namespace)
+	assert.Equal(t, "kube-system", m.roleBindings[0].Namespace)
+	assert.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: m.roles[0].Name}, m.roleBindings[0].RoleRef)
+	assert.Equal(t, []rbacv1.Subject{subject}, m.roleBindings[0].Subjects)
+
+	require.Len(t, m.deployments, 1)
+	d := m.deployments[0]
+	assert.Equal(t, "kube-system", d.Namespace)
+	assert.Equal(t, int32(2), *d.Spec.Replicas)
+	pod := d.Spec.Template.Spec
+	assert.Equal(t, sa.Name, pod.ServiceAccountName)
+	assert.True(t, *pod.SecurityContext.RunAsNonRoot)
+	require.Len(t, pod.Containers, 1)
+	c := pod.Containers[0]
+	assert.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
+	assert.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	assert.Equal(t, map[string]int32{"metrics": 8080, "health": 8081}, ports)
+	assert.Equal(t, "health", c.LivenessProbe.HTTPGet.Port.StrVal)
+	assert.Equal(t, "health", c.ReadinessProbe.HTTPGet.Port.StrVal)
+	assert.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	assert.NotNil(t, c.Resources.Requests.Cpu())
+
+	// The arguments are flags the binary has, with valid values.
+	o := app.NewOptions()
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	o.AddFlags(fs)
+	require.NoError(t, fs.Parse(c.Args), "args %q", c.Args)
+	assert.NoError(t, o.Validate())
+	assert.Equal(t, m.roles[0].Namespace, o.LeaseNamespace, "the Role is in the lease's namespace")
+	assert.Equal(t, ":8080", o.MetricsBindAddress)
+	assert.Equal(t, ":8081", o.HealthProbeBindAddress)
+	assert.Greater(t, *pod.TerminationGracePeriodSeconds, int64(o.ShutdownGracePeriod/time.Second),
+		"the kubelet must not kill the pod before the shutdown grace period is over")
+}
+
+// grant is a policy rule and where it applies ("" is every namespace).
+type grant struct {
+	namespace string
+	rule      rbacv1.PolicyRule
+}
+
+func grants(m manifests) []grant {
+	var g []grant
+	for _, r := range m.clusterRoles {
+		for _, rule := range r.Rules {
+			g = append(g, grant{"", rule})
+		}
+	}
+	for _, r := range m.roles {
+		for _, rule := range r.Rules {
+			g = append(g, grant{r.Namespace, rule})
+		}
+	}
+	return g
+}
+
+// allowedBy returns the index of the first grant that allows a, or -1, by
+// RBAC's rules (no wildcards are used in the manifests).
+func allowedBy(g []grant, a clienttesting.Action) int {
+	resource := a.GetResource().Resource
+	if sub := a.GetSubresource(); sub != "" {
+		resource += "/" + sub
+	}
+	var name string
+	switch a := a.(type) {
+	case clienttesting.GetAction:
+		name = a.GetName()
+	case clienttesting.DeleteAction:
+		name = a.GetName()
+	case clienttesting.PatchAction:
+		name = a.GetName()
+	case clienttesting.UpdateAction:
+		if acc, err := meta.Accessor(a.GetObject()); err == nil {
+			name = acc.GetName()
+		}
+	}
+	for i, gr := range g {
+		if gr.namespace != "" && gr.namespace != a.GetNamespace() {
+			continue
+		}
+		r := gr.rule
+		if slices.Contains(r.Verbs, a.GetVerb()) &&
+			slices.Contains(r.APIGroups, a.GetResource().Group) &&
+			slices.Contains(r.Resources, resource) &&
+			(len(r.ResourceNames) == 0 || name != "" && slices.Contains(r.ResourceNames, name)) {
+			return i
+		}
+	}
+	return -1
+}
+
+// The manifests' RBAC allows every call the controller makes, and every
+// verb it grants is one the controller uses. (The integration tests prove
+// the same against a real API server.)
+func TestDeployRBACIsSufficientAndMinimal(t *testing.T) {
+	m := readManifests(t)
+	g := grants(m)
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		node := taintedNode("node-1", t0)
+		client := newFakeAPI(node,
+			boundPod("web", "uid-web", "node-1", t0, nil),
+			boundPod("db", "uid-db", "node-1", t0, ptr.To(time.Hour)))
+		r := start(t, client, leaderOptions("replica-a"))
+		synctest.Wait()
+		// The test's own writes are not the controller's: note where they
+		// are in the fake's log (nothing else runs while the test writes).
+		mine := map[int]bool{}
+		update := func(n *v1.Node) {
+			mine[len(client.Actions())] = true
+			_, err := client.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			synctest.Wait()
+		}
+		// Cancelled twice: the second, identical event is a patch.
+		for range 2 {
+			node.Spec.Taints = nil
+			update(node)
+			node = taintedNode("node-1", t0)
+			update(node)
+		}
+		require.NoError(t, r.stop()) // releases the lease
+		var controllerActions []clienttesting.Action
+		for i, a := range client.Actions() {
+			if !mine[i] {
+				controllerActions = append(controllerActions, a)
+			}
+		}
+		require.Len(t, controllerActions, len(client.Actions())-4)
+
+		used := make([]map[string]bool, len(g))
+		for i := range used {
+			used[i] = map[string]bool{}
+		}
+		for _, a := range controllerActions {
+			i := allowedBy(g, a)
+			if !assert.GreaterOrEqual(t, i, 0, "forbidden: %s %s/%s in %q", a.GetVerb(), a.GetResource().Resource, a.GetSubresource(), a.GetNamespace()) {
+				continue
+			}
+			used[i][a.GetVerb()] = true
+		}
+		for i, gr := range g {
+			for _, verb := range gr.rule.Verbs {
+				assert.True(t, used[i][verb], "granted but never used: %s %v in %q", verb, gr.rule.Resources, gr.namespace)
+			}
+		}
+	})
+}

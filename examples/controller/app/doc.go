@@ -1,0 +1,35 @@
+// Package app is the NoExecute taint controller: the manager of
+// examples/noexecute/manager wired to a Kubernetes API server with
+// client-go, as cmd packages wire controllers.
+//
+// [Run] starts shared informers for nodes and pods (the pods indexed by
+// spec.nodeName), waits for their caches, and feeds their events to the
+// manager, whose lookups read the informers' listers. The manager deletes
+// through a [PodClient]: it sets the pod's DisruptionTarget condition
+// (reason DeletionByTaintManager) with a patch of pods/status, then deletes
+// the pod with its UID as precondition, so a pod recreated under the same
+// name is never deleted in its predecessor's place. Events ("Marking for
+// deletion", "Cancelling deletion") go through an EventBroadcaster.
+//
+// # Replicas
+//
+// With leader election (the default) the manager runs only while the
+// replica holds a coordination.k8s.io Lease. A replica that loses it stops
+// acting at once and Run returns [ErrLeaderLost]; the process exits and
+// its restart is a fresh standby. Countdowns survive a change of leader:
+// the manager computes deadlines from the taint's TimeAdded and the pod's
+// PodScheduled time, so the new leader's deadlines are the old one's.
+//
+// # Observability
+//
+// /metrics serves [Metrics] (names in the Metric constants) and the Go
+// runtime's metrics; /healthz fails when the leader election is stuck;
+// /readyz turns 200 once the informer caches are synced. Logs go through
+// klog (structured; -v 2 for decisions, -v 4 for details).
+//
+// # Permissions
+//
+// The controller lists and watches nodes and pods, patches pods/status,
+// deletes pods, creates and patches events, and gets, creates and updates
+// its Lease; deploy/ in this module grants exactly that.
+package app

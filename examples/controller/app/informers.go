@@ -1,0 +1,158 @@
+package app
+
+import (
+	"fmt"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// nodeNameIndex is the name of the pod informer's index on spec.nodeName.
+const nodeNameIndex = "spec.nodeName"
+
+// cluster is the controller's view of the cluster: shared informers for
+// nodes and pods, and the lookups the manager needs.
+type cluster struct {
+	factory    informers.SharedInformerFactory
+	nodes      cache.SharedIndexInformer
+	pods       cache.SharedIndexInformer
+	nodeLister corelisters.NodeLister
+	podLister  corelisters.PodLister
+}
+
+func newCluster(client kubernetes.Interface) (*cluster, error) {
+	// No resync: the manager is level-triggered on changes, and a resync
+	// would only re-queue every pod for nothing.
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
+		informers.WithTransform(stripManagedFields))
+	nodes := factory.Core().V1().Nodes()
+	pods := factory.Core().V1().Pods()
+	if err := pods.Informer().AddIndexers(cache.Indexers{nodeNameIndex: podNodeName}); err != nil {
+		return nil, fmt.Errorf("app: add pod index: %w", err)
+	}
+	return &cluster{
+		factory:    factory,
+		nodes:      nodes.Informer(),
+		pods:       pods.Informer(),
+		nodeLister: nodes.Lister(),
+		podLister:  pods.Lister(),
+	}, nil
+}
+
+// stripManagedFields drops the objects' managedFields before they are
+// cached: the manager never reads them, and with many pods they are a good
+// part of the cache's memory.
+func stripManagedFields(obj any) (any, error) {
+	if acc, err := meta.Accessor(obj); err == nil {
+		acc.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+func podNodeName(obj any) ([]string, error) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return nil, nil
+	}
+	return []string{pod.Spec.NodeName}, nil
+}
+
+func (c *cluster) getNode(name string) (*v1.Node, error) { return c.nodeLister.Get(name) }
+
+func (c *cluster) getPod(namespace, name string) (*v1.Pod, error) {
+	return c.podLister.Pods(namespace).Get(name)
+}
+
+func (c *cluster) podsOnNode(name string) ([]*v1.Pod, error) {
+	objs, err := c.pods.GetIndexer().ByIndex(nodeNameIndex, name)
+	if err != nil {
+		return nil, err
+	}
+	pods := make([]*v1.Pod, 0, len(objs))
+	for _, obj := range objs {
+		if pod, ok := obj.(*v1.Pod); ok {
+			pods = append(pods, pod)
+		}
+	}
+	return pods, nil
+}
+
+// updates is where the informers' events go: a *manager.Manager.
+type updates interface {
+	NodeUpdated(old, new *v1.Node)
+	PodUpdated(old, new *v1.Pod)
+}
+
+// nodeHandler turns node events into NodeUpdated calls.
+func nodeHandler(u updates, log logr.Logger) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if node, ok := obj.(*v1.Node); ok {
+				u.NodeUpdated(nil, node)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*v1.Node)
+			node, ok2 := newObj.(*v1.Node)
+			if ok1 && ok2 {
+				u.NodeUpdated(old, node)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if node, ok := deleted[*v1.Node](obj, log); ok {
+				u.NodeUpdated(node, nil)
+			}
+		},
+	}
+}
+
+// podHandler turns pod events into PodUpdated calls.
+func podHandler(u updates, log logr.Logger) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				u.PodUpdated(nil, pod)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*v1.Pod)
+			pod, ok2 := newObj.(*v1.Pod)
+			if ok1 && ok2 {
+				u.PodUpdated(old, pod)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if pod, ok := deleted[*v1.Pod](obj, log); ok {
+				u.PodUpdated(pod, nil)
+			}
+		},
+	}
+}
+
+// deleted returns the object of a delete event. When the informer missed
+// the deletion (its watch broke and the relist no longer had the object)
+// the event carries a cache.DeletedFinalStateUnknown holding the last state
+// the cache knew, which is as good for the manager: it only needs the
+// object's name, namespace and node.
+func deleted[T any](obj any, log logr.Logger) (T, bool) {
+	if t, ok := obj.(T); ok {
+		return t, true
+	}
+	var zero T
+	tomb, ok := obj.(cache.DeletedFinalStateUnknown)
+	if !ok {
+		log.Error(nil, "Unexpected object in a delete event", "type", fmt.Sprintf("%T", obj))
+		return zero, false
+	}
+	t, ok := tomb.Obj.(T)
+	if !ok {
+		log.Error(nil, "Unexpected object in a tombstone", "key", tomb.Key, "type", fmt.Sprintf("%T", tomb.Obj))
+		return zero, false
+	}
+	return t, true
+}

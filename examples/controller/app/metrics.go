@@ -1,0 +1,217 @@
+package app
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/sharding"
+	"github.com/taintkit/taintkit/timedqueue"
+)
+
+// Metric names, all prefixed taintkit_. Labels: queue (the timed queue's
+// name), lane ("high": nodes, "low": pods), outcome (see
+// [MetricEvictions]).
+const (
+	// MetricEvictionsPending is a gauge: evictions scheduled, running or
+	// waiting for a retry (the eviction queue's depth).
+	MetricEvictionsPending = "taintkit_evictions_pending"
+	// MetricEvictions counts the manager's evictions by outcome: evicted
+	// (deleted), gone (already deleted), terminating (already being
+	// deleted), rescheduled (fired early, decided again), dropped (no
+	// longer due), cancelled (cancelled before firing), failed (retries
+	// ran out).
+	MetricEvictions = "taintkit_evictions_total"
+	// MetricLeader is 1 while this replica's manager runs (it leads, or
+	// leader election is off), else 0.
+	MetricLeader = "taintkit_leader"
+
+	// Metrics of a timedqueue.TimedWorkerQueue (label queue).
+	MetricQueuePending      = "taintkit_timedqueue_pending"
+	MetricQueueRunning      = "taintkit_timedqueue_running"
+	MetricQueueAdds         = "taintkit_timedqueue_adds_total"
+	MetricQueueRetries      = "taintkit_timedqueue_retries_total"
+	MetricQueueFailures     = "taintkit_timedqueue_failures_total"
+	MetricQueueDrops        = "taintkit_timedqueue_drops_total"
+	MetricQueueLateness     = "taintkit_timedqueue_lateness_seconds"
+	MetricQueueWorkDuration = "taintkit_timedqueue_work_duration_seconds"
+
+	// Metrics of a sharding.Dispatcher (label lane).
+	MetricDispatcherDepth          = "taintkit_dispatcher_depth"
+	MetricDispatcherHandleDuration = "taintkit_dispatcher_handle_duration_seconds"
+	MetricDispatcherRetries        = "taintkit_dispatcher_retries_total"
+	MetricDispatcherDrops          = "taintkit_dispatcher_drops_total"
+)
+
+// ManagerStats is what [Metrics] reads from a manager when scraped; a
+// *manager.Manager implements it.
+type ManagerStats interface {
+	Stats() manager.Stats
+	ScheduledEvictions() int
+}
+
+// Metrics puts a taint manager's metrics on Prometheus: the manager's
+// counters (read from [ManagerStats] at each scrape), and the metrics of a
+// timed queue and a dispatcher through [Metrics.Queue] and
+// [Metrics.Dispatcher]. It is safe for concurrent use by multiple
+// goroutines. The zero value is not usable; call [NewMetrics].
+type Metrics struct {
+	qPending, qRunning                  *prometheus.GaugeVec
+	qAdds, qRetries, qFailures, qDrops  *prometheus.CounterVec
+	qLateness, qWorkDuration            *prometheus.HistogramVec
+	dDepth                              *prometheus.GaugeVec
+	dDuration                           *prometheus.HistogramVec
+	dRetries, dDrops                    *prometheus.CounterVec
+	leader                              prometheus.Gauge
+	stats                               atomic.Pointer[ManagerStats]
+	evictionsDesc, evictionsPendingDesc *prometheus.Desc
+}
+
+// NewMetrics registers the controller's metrics on reg and returns them,
+// or the registration errors. Register them once per registry.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	gauge := func(name, help, label string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{label})
+	}
+	counter := func(name, help, label string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+	}
+	histogram := func(name, help, label string, buckets []float64) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, []string{label})
+	}
+	// 1 ms to ~33 s: a handler or an API call, and how late a timer fires.
+	buckets := prometheus.ExponentialBuckets(0.001, 2, 16)
+	m := &Metrics{
+		qPending:      gauge(MetricQueuePending, "Schedules waiting to start: pending or backing off.", "queue"),
+		qRunning:      gauge(MetricQueueRunning, "Attempts in flight.", "queue"),
+		qAdds:         counter(MetricQueueAdds, "Schedules created.", "queue"),
+		qRetries:      counter(MetricQueueRetries, "Failed attempts that will be retried.", "queue"),
+		qFailures:     counter(MetricQueueFailures, "Schedules that finally failed.", "queue"),
+		qDrops:        counter(MetricQueueDrops, "Schedules dropped at shutdown before they ran.", "queue"),
+		qLateness:     histogram(MetricQueueLateness, "Start of a schedule's first attempt minus its fire time, in seconds.", "queue", buckets),
+		qWorkDuration: histogram(MetricQueueWorkDuration, "Duration of each attempt, in seconds.", "queue", buckets),
+		dDepth:        gauge(MetricDispatcherDepth, "Items queued in a lane, over all shards.", "lane"),
+		dDuration:     histogram(MetricDispatcherHandleDuration, "Duration of each handler attempt, in seconds.", "lane", buckets),
+		dRetries:      counter(MetricDispatcherRetries, "Retries scheduled after a failed handler attempt.", "lane"),
+		dDrops:        counter(MetricDispatcherDrops, "Items given up on.", "lane"),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricLeader,
+			Help: "1 while this replica's manager runs (it holds the lease, or leader election is off), else 0."}),
+		evictionsDesc: prometheus.NewDesc(MetricEvictions,
+			"Evictions of the taint manager by outcome.", []string{"outcome"}, nil),
+		evictionsPendingDesc: prometheus.NewDesc(MetricEvictionsPending,
+			"Evictions scheduled, running or waiting for a retry.", nil, nil),
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{
+		m.qPending, m.qRunning, m.qAdds, m.qRetries, m.qFailures, m.qDrops, m.qLateness, m.qWorkDuration,
+		m.dDepth, m.dDuration, m.dRetries, m.dDrops, m.leader, statsCollector{m},
+	} {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// SetManager makes s the source of the evictions counters and the pending
+// gauge. Until it is called they read zero.
+func (m *Metrics) SetManager(s ManagerStats) { m.stats.Store(&s) }
+
+// SetLeader sets the leader gauge.
+func (m *Metrics) SetLeader(leading bool) {
+	if leading {
+		m.leader.Set(1)
+	} else {
+		m.leader.Set(0)
+	}
+}
+
+// Queue returns the metrics provider to give a timed queue
+// (timedqueue.WithMetricsProvider); the queue's name is the queue label.
+func (m *Metrics) Queue() timedqueue.MetricsProvider { return queueMetrics{m} }
+
+// Dispatcher returns the metrics provider to give a dispatcher
+// (sharding.Config.Metrics); the lane is the lane label.
+func (m *Metrics) Dispatcher() sharding.MetricsProvider { return dispatcherMetrics{m} }
+
+// queueMetrics and dispatcherMetrics are two views of one Metrics: the two
+// interfaces have methods of the same names with different parameters.
+type queueMetrics struct{ m *Metrics }
+
+func (q queueMetrics) NewPendingMetric(name string) timedqueue.Gauge {
+	return q.m.qPending.WithLabelValues(name)
+}
+func (q queueMetrics) NewRunningMetric(name string) timedqueue.Gauge {
+	return q.m.qRunning.WithLabelValues(name)
+}
+func (q queueMetrics) NewAddsMetric(name string) timedqueue.Counter {
+	return q.m.qAdds.WithLabelValues(name)
+}
+func (q queueMetrics) NewRetriesMetric(name string) timedqueue.Counter {
+	return q.m.qRetries.WithLabelValues(name)
+}
+func (q queueMetrics) NewFailuresMetric(name string) timedqueue.Counter {
+	return q.m.qFailures.WithLabelValues(name)
+}
+func (q queueMetrics) NewDropsMetric(name string) timedqueue.Counter {
+	return q.m.qDrops.WithLabelValues(name)
+}
+func (q queueMetrics) NewLatenessMetric(name string) timedqueue.Histogram {
+	return q.m.qLateness.WithLabelValues(name)
+}
+func (q queueMetrics) NewWorkDurationMetric(name string) timedqueue.Histogram {
+	return q.m.qWorkDuration.WithLabelValues(name)
+}
+
+type dispatcherMetrics struct{ m *Metrics }
+
+func (d dispatcherMetrics) NewDepthMetric(lane sharding.Lane) sharding.Gauge {
+	return d.m.dDepth.WithLabelValues(lane.String())
+}
+func (d dispatcherMetrics) NewLatencyMetric(lane sharding.Lane) sharding.Histogram {
+	return d.m.dDuration.WithLabelValues(lane.String())
+}
+func (d dispatcherMetrics) NewRetriesMetric(lane sharding.Lane) sharding.Counter {
+	return d.m.dRetries.WithLabelValues(lane.String())
+}
+func (d dispatcherMetrics) NewDropsMetric(lane sharding.Lane) sharding.Counter {
+	return d.m.dDrops.WithLabelValues(lane.String())
+}
+
+// statsCollector reads the manager's Stats at scrape time: they are
+// counters the manager keeps itself, so mirroring them into Prometheus
+// counters as they change would count twice.
+type statsCollector struct{ m *Metrics }
+
+func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.m.evictionsDesc
+	ch <- c.m.evictionsPendingDesc
+}
+
+func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
+	var st manager.Stats
+	var pending int
+	if s := c.m.stats.Load(); s != nil {
+		st, pending = (*s).Stats(), (*s).ScheduledEvictions()
+	}
+	for _, o := range []struct {
+		outcome string
+		n       int64
+	}{
+		{"evicted", st.Evicted},
+		{"gone", st.Gone},
+		{"terminating", st.Terminating},
+		{"rescheduled", st.Rescheduled},
+		{"dropped", st.Dropped},
+		{"cancelled", st.Cancelled},
+		{"failed", st.Failed},
+	} {
+		ch <- prometheus.MustNewConstMetric(c.m.evictionsDesc, prometheus.CounterValue, float64(o.n), o.outcome)
+	}
+	ch <- prometheus.MustNewConstMetric(c.m.evictionsPendingDesc, prometheus.GaugeValue, float64(pending))
+}

@@ -1,0 +1,230 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/sharding"
+	"github.com/taintkit/taintkit/timedqueue"
+)
+
+// metricValue returns the value of the sample of the family name whose
+// labels include labels (name, value pairs), and whether there is one.
+func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels ...string) (float64, bool) {
+	t.Helper()
+	families, err := g.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	samples:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !hasLabel(m, labels[i], labels[i+1]) {
+					continue samples
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				return m.Counter.GetValue(), true
+			case m.Gauge != nil:
+				return m.Gauge.GetValue(), true
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount()), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func hasLabel(m *dto.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+func requireValue(t *testing.T, g prometheus.Gatherer, want float64, name string, labels ...string) {
+	t.Helper()
+	got, ok := metricValue(t, g, name, labels...)
+	require.True(t, ok, "no sample of %s%v", name, labels)
+	assert.Equal(t, want, got, "%s%v", name, labels)
+}
+
+type fakeStats struct {
+	stats   manager.Stats
+	pending int
+}
+
+func (f fakeStats) Stats() manager.Stats    { return f.stats }
+func (f fakeStats) ScheduledEvictions() int { return f.pending }
+
+func TestMetricsManagerCounters(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := app.NewMetrics(reg)
+	require.NoError(t, err)
+
+	// Before a manager runs, the counters read zero and the replica does
+	// not lead.
+	requireValue(t, reg, 0, app.MetricEvictions, "outcome", "evicted")
+	requireValue(t, reg, 0, app.MetricEvictionsPending)
+	requireValue(t, reg, 0, app.MetricLeader)
+
+	m.SetManager(fakeStats{
+		stats:   manager.Stats{Evicted: 7, Gone: 1, Terminating: 2, Rescheduled: 3, Dropped: 4, Cancelled: 5, Failed: 6},
+		pending: 42,
+	})
+	m.SetLeader(true)
+	expected := `
+# HELP taintkit_evictions_total Evictions of the taint manager by outcome.
+# TYPE taintkit_evictions_total counter
+taintkit_evictions_total{outcome="cancelled"} 5
+taintkit_evictions_total{outcome="dropped"} 4
+taintkit_evictions_total{outcome="evicted"} 7
+taintkit_evictions_total{outcome="failed"} 6
+taintkit_evictions_total{outcome="gone"} 1
+taintkit_evictions_total{outcome="rescheduled"} 3
+taintkit_evictions_total{outcome="terminating"} 2
+# HELP taintkit_evictions_pending Evictions scheduled, running or waiting for a retry.
+# TYPE taintkit_evictions_pending gauge
+taintkit_evictions_pending 42
+# HELP taintkit_leader 1 while this replica's manager runs (it holds the lease, or leader election is off), else 0.
+# TYPE taintkit_leader gauge
+taintkit_leader 1
+`
+	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(expected),
+		app.MetricEvictions, app.MetricEvictionsPending, app.MetricLeader))
+}
+
+func TestMetricsRegisterOncePerRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, err := app.NewMetrics(reg)
+	require.NoError(t, err)
+	_, err = app.NewMetrics(reg)
+	var already prometheus.AlreadyRegisteredError
+	assert.ErrorAs(t, err, &already)
+	_, err = app.NewMetrics(prometheus.NewRegistry())
+	assert.NoError(t, err, "a second registry is independent")
+}
+
+// The adapter is a timedqueue.MetricsProvider: a queue's depth, adds,
+// retries and timings appear under the queue's name.
+func TestMetricsTimedQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m, err := app.NewMetrics(reg)
+		require.NoError(t, err)
+		t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+		clk := testingclock.NewFakeClock(t0)
+		fail := true
+		q, err := timedqueue.New(func(context.Context, string) error {
+			if fail {
+				fail = false
+				return errors.New("API server unavailable")
+			}
+			return nil
+		}, timedqueue.WithClock(clk), timedqueue.WithName("evictions"), timedqueue.WithMetricsProvider(m.Queue()),
+			timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: time.Second}))
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, q.Shutdown(context.Background())) })
+
+		q.AddWork("default/web", t0, t0.Add(10*time.Second))
+		q.AddWork("default/db", t0, t0.Add(time.Hour))
+		synctest.Wait()
+		requireValue(t, reg, 2, app.MetricQueuePending, "queue", "evictions")
+		requireValue(t, reg, 2, app.MetricQueueAdds, "queue", "evictions")
+
+		clk.Step(10 * time.Second) // web fails once
+		synctest.Wait()
+		requireValue(t, reg, 1, app.MetricQueueRetries, "queue", "evictions")
+		requireValue(t, reg, 2, app.MetricQueuePending, "queue", "evictions") // db, and web backing off
+		requireValue(t, reg, 0, app.MetricQueueRunning, "queue", "evictions")
+
+		clk.Step(time.Second) // web succeeds
+		synctest.Wait()
+		requireValue(t, reg, 1, app.MetricQueuePending, "queue", "evictions")
+		requireValue(t, reg, 1, app.MetricQueueLateness, "queue", "evictions")     // one first attempt
+		requireValue(t, reg, 2, app.MetricQueueWorkDuration, "queue", "evictions") // two attempts
+		requireValue(t, reg, 0, app.MetricQueueFailures, "queue", "evictions")
+
+		require.NoError(t, q.Shutdown(context.Background()))
+		requireValue(t, reg, 1, app.MetricQueueDrops, "queue", "evictions") // db never ran
+		requireValue(t, reg, 0, app.MetricQueuePending, "queue", "evictions")
+	})
+}
+
+// The adapter is a sharding.MetricsProvider: each lane's depth, handle
+// durations, retries and drops.
+func TestMetricsDispatcher(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m, err := app.NewMetrics(reg)
+		require.NoError(t, err)
+		clk := testingclock.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+		release := make(chan struct{})
+		failures := 0
+		d, err := sharding.New(sharding.Config[string, string]{
+			Shards:  1,
+			HighKey: func(node string) string { return node },
+			LowKey:  func(pod string) string { return "node-1" },
+			HandleHigh: func(context.Context, string) error {
+				<-release
+				return nil
+			},
+			HandleLow: func(context.Context, string) error {
+				failures++
+				return errors.New("lister not ready")
+			},
+			Clock:   clk,
+			Retry:   sharding.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Second, MaxBackoff: time.Second},
+			Metrics: m.Dispatcher(),
+		})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			d.Run(ctx)
+		}()
+		t.Cleanup(func() {
+			cancel()
+			<-done
+		})
+
+		d.AddHigh("node-1") // taken by the worker, which blocks in it
+		synctest.Wait()
+		d.AddHigh("node-2")
+		d.AddLow("default/web")
+		synctest.Wait()
+		requireValue(t, reg, 1, app.MetricDispatcherDepth, "lane", "high")
+		requireValue(t, reg, 1, app.MetricDispatcherDepth, "lane", "low")
+
+		close(release)
+		synctest.Wait()
+		requireValue(t, reg, 0, app.MetricDispatcherDepth, "lane", "high")
+		requireValue(t, reg, 2, app.MetricDispatcherHandleDuration, "lane", "high")
+		requireValue(t, reg, 1, app.MetricDispatcherRetries, "lane", "low")
+
+		clk.Step(time.Second) // the second and last attempt fails too
+		synctest.Wait()
+		assert.Equal(t, 2, failures)
+		requireValue(t, reg, 1, app.MetricDispatcherDrops, "lane", "low")
+		requireValue(t, reg, 0, app.MetricDispatcherDepth, "lane", "low")
+	})
+}

@@ -1,0 +1,291 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/klog/v2"
+
+	"github.com/taintkit/taintkit/sharding"
+	"github.com/taintkit/taintkit/timedqueue"
+)
+
+// Options configures [Run]. Every field but the last group has a flag; see
+// [Options.AddFlags] for the names. Start from [NewOptions]: the zero
+// Options is not valid.
+type Options struct {
+	// Kubeconfig is the path of a kubeconfig file; empty means the
+	// in-cluster configuration (see [RESTConfig]). Run does not read it: it
+	// takes a *rest.Config.
+	Kubeconfig string
+
+	// LeaderElect makes the manager run only while this replica holds the
+	// Lease LeaseNamespace/LeaseName. False runs it at once, unguarded:
+	// only for a single replica.
+	LeaderElect bool
+	// LeaseDuration is how long a standby waits after the last renewal it
+	// saw before taking the lease over.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps trying to renew before it
+	// gives the lease up and stops acting. It must be shorter than
+	// LeaseDuration, so that the old leader stops before a new one starts.
+	RenewDeadline time.Duration
+	// RetryPeriod is the interval between tries to acquire or renew.
+	RetryPeriod time.Duration
+	// LeaseNamespace and LeaseName name the coordination.k8s.io Lease.
+	LeaseNamespace, LeaseName string
+	// Identity is this replica's name in the lease. It must be unique per
+	// replica; the default is the host name, "_" and a random suffix.
+	Identity string
+
+	// MetricsBindAddress is the host:port of the /metrics server; "0"
+	// disables it and port 0 picks a free port (see Listening).
+	MetricsBindAddress string
+	// HealthProbeBindAddress is the host:port of the /healthz and /readyz
+	// server; "0" disables it and port 0 picks a free port.
+	HealthProbeBindAddress string
+
+	// KubeAPIQPS and KubeAPIBurst bound the controller's requests to the
+	// API server (all but the leader election's, which has a client of its
+	// own so that a backlog of deletions cannot delay lease renewals).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+
+	// Shards is the number of handler workers of the manager.
+	Shards int
+	// MaxConcurrentEvictions bounds the evictions (status patch and delete)
+	// in flight at once.
+	MaxConcurrentEvictions int
+	// ShutdownGracePeriod is how long, after Run's ctx is done, evictions
+	// already in flight may take to finish before their requests are
+	// cancelled and the lease is released.
+	ShutdownGracePeriod time.Duration
+
+	// The fields below have no flag: they are for programs and tests that
+	// call Run in process.
+
+	// Listening, if not nil, is called once both servers listen, before
+	// anything else starts, with their bound addresses; an address is nil
+	// for a disabled server. With port 0 it is how to learn the port.
+	Listening func(metricsAddr, healthAddr net.Addr)
+	// BeforeDelete, if not nil, is called after the manager's last read of
+	// a pod (and after its DisruptionTarget condition is set) and right
+	// before the DELETE with the pod's UID as precondition, with the pod
+	// as the informer's cache last held it (a copy; only its namespace,
+	// name and UID are set if the cache no longer has it). A test can
+	// recreate the pod there to see the precondition refuse the delete.
+	BeforeDelete func(ctx context.Context, pod *v1.Pod)
+	// Registry, if not nil, receives the controller's metrics ([Metrics]).
+	// Nil means a new registry per Run, with the Go runtime's and the
+	// process's metrics added, so that Runs in one process do not collide.
+	// The /metrics server serves the registry either way.
+	Registry *prometheus.Registry
+}
+
+// Defaults of [NewOptions].
+const (
+	DefaultLeaseDuration          = 15 * time.Second
+	DefaultRenewDeadline          = 10 * time.Second
+	DefaultRetryPeriod            = 2 * time.Second
+	DefaultLeaseNamespace         = "kube-system"
+	DefaultLeaseName              = "taintkit-noexecute"
+	DefaultMetricsBindAddress     = ":8080"
+	DefaultHealthProbeBindAddress = ":8081"
+	DefaultKubeAPIQPS             = 20
+	DefaultKubeAPIBurst           = 30
+	DefaultShards                 = sharding.DefaultShards
+	DefaultMaxConcurrentEvictions = timedqueue.DefaultMaxConcurrency
+	DefaultShutdownGracePeriod    = 30 * time.Second
+)
+
+// NewOptions returns the defaults: leader election on, with a unique
+// Identity, and the values of the Default constants.
+func NewOptions() Options {
+	return Options{
+		LeaderElect:            true,
+		LeaseDuration:          DefaultLeaseDuration,
+		RenewDeadline:          DefaultRenewDeadline,
+		RetryPeriod:            DefaultRetryPeriod,
+		LeaseNamespace:         DefaultLeaseNamespace,
+		LeaseName:              DefaultLeaseName,
+		Identity:               defaultIdentity(),
+		MetricsBindAddress:     DefaultMetricsBindAddress,
+		HealthProbeBindAddress: DefaultHealthProbeBindAddress,
+		KubeAPIQPS:             DefaultKubeAPIQPS,
+		KubeAPIBurst:           DefaultKubeAPIBurst,
+		Shards:                 DefaultShards,
+		MaxConcurrentEvictions: DefaultMaxConcurrentEvictions,
+		ShutdownGracePeriod:    DefaultShutdownGracePeriod,
+	}
+}
+
+func defaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "taintkit-noexecute"
+	}
+	// Two replicas on one host (or two Runs in one test) must still differ.
+	return host + "_" + rand.String(8)
+}
+
+// AddFlags registers the options' flags on fs, with o's values as
+// defaults, and klog's flags (-v and the rest) through klog.InitFlags:
+//
+//	--kubeconfig                       path; empty means in-cluster
+//	--leader-elect                     bool
+//	--leader-elect-lease-duration      duration
+//	--leader-elect-renew-deadline      duration
+//	--leader-elect-retry-period        duration
+//	--leader-elect-resource-namespace  string
+//	--leader-elect-resource-name       string
+//	--metrics-bind-address             host:port, or 0 to disable
+//	--health-probe-bind-address        host:port, or 0 to disable
+//	--kube-api-qps                     float
+//	--kube-api-burst                   int
+//	--shards                           int
+//	--max-concurrent-evictions         int
+//	--shutdown-grace-period            duration
+//
+// The Identity has no flag: it is made unique per process.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
+		"Path to a kubeconfig file. Empty means the in-cluster configuration.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
+		"Run the manager only while holding the leader election lease. Disable only for a single replica.")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration,
+		"How long a standby replica waits after the leader's last renewal before taking the lease over.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline,
+		"How long the leader tries to renew before it stops acting. Must be shorter than the lease duration.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod,
+		"Interval between tries to acquire or renew the lease.")
+	fs.StringVar(&o.LeaseNamespace, "leader-elect-resource-namespace", o.LeaseNamespace,
+		"Namespace of the leader election Lease.")
+	fs.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName,
+		"Name of the leader election Lease.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
+		`Address of the /metrics server ("0" disables it).`)
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
+		`Address of the /healthz and /readyz server ("0" disables it).`)
+	fs.Var((*float32Value)(&o.KubeAPIQPS), "kube-api-qps",
+		"Requests per second to the API server (sustained).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
+		"Requests to the API server allowed in a burst above the QPS.")
+	fs.IntVar(&o.Shards, "shards", o.Shards,
+		"Number of workers handling node and pod updates.")
+	fs.IntVar(&o.MaxConcurrentEvictions, "max-concurrent-evictions", o.MaxConcurrentEvictions,
+		"Maximum evictions (status patch and delete) in flight at once.")
+	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod,
+		"On SIGTERM, how long evictions in flight may take to finish before the lease is released.")
+	klog.InitFlags(fs)
+}
+
+// float32Value is a flag.Value for a float32, which package flag lacks.
+type float32Value float32
+
+func (f *float32Value) String() string {
+	return strconv.FormatFloat(float64(*f), 'g', -1, 32)
+}
+
+func (f *float32Value) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 32)
+	if err != nil {
+		return err
+	}
+	*f = float32Value(v)
+	return nil
+}
+
+// Validate returns every problem with o, joined (errors.Join), or nil. Run
+// calls it before it starts anything.
+func (o Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if o.LeaderElect {
+		if o.LeaseDuration <= 0 {
+			bad("--leader-elect-lease-duration must be positive, got %v", o.LeaseDuration)
+		}
+		if o.RenewDeadline <= 0 {
+			bad("--leader-elect-renew-deadline must be positive, got %v", o.RenewDeadline)
+		}
+		if o.RetryPeriod <= 0 {
+			bad("--leader-elect-retry-period must be positive, got %v", o.RetryPeriod)
+		}
+		if o.LeaseDuration > 0 && o.RenewDeadline >= o.LeaseDuration {
+			bad("--leader-elect-renew-deadline (%v) must be shorter than --leader-elect-lease-duration (%v)", o.RenewDeadline, o.LeaseDuration)
+		}
+		// client-go's elector jitters the retry period by up to this factor
+		// and refuses a renew deadline that a single jittered retry can use up.
+		if o.RetryPeriod > 0 && o.RenewDeadline > 0 && float64(o.RenewDeadline) <= leaderelection.JitterFactor*float64(o.RetryPeriod) {
+			bad("--leader-elect-retry-period (%v) must be shorter than --leader-elect-renew-deadline (%v) divided by %v", o.RetryPeriod, o.RenewDeadline, leaderelection.JitterFactor)
+		}
+		if o.LeaseNamespace == "" {
+			bad("--leader-elect-resource-namespace must not be empty")
+		}
+		if o.LeaseName == "" {
+			bad("--leader-elect-resource-name must not be empty")
+		}
+		if o.Identity == "" {
+			bad("Identity must not be empty with --leader-elect")
+		}
+	}
+	if err := validBindAddress(o.MetricsBindAddress); err != nil {
+		bad("--metrics-bind-address: %w", err)
+	}
+	if err := validBindAddress(o.HealthProbeBindAddress); err != nil {
+		bad("--health-probe-bind-address: %w", err)
+	}
+	if o.MetricsBindAddress != "0" && o.MetricsBindAddress == o.HealthProbeBindAddress && !hasPortZero(o.MetricsBindAddress) {
+		bad("--metrics-bind-address and --health-probe-bind-address must differ, both are %q", o.MetricsBindAddress)
+	}
+	if !(o.KubeAPIQPS > 0) { // also refuses NaN
+		bad("--kube-api-qps must be positive, got %v", o.KubeAPIQPS)
+	}
+	if o.KubeAPIBurst < 1 {
+		bad("--kube-api-burst must be at least 1, got %d", o.KubeAPIBurst)
+	}
+	if o.Shards < 1 {
+		bad("--shards must be at least 1, got %d", o.Shards)
+	}
+	if o.MaxConcurrentEvictions < 1 {
+		bad("--max-concurrent-evictions must be at least 1, got %d", o.MaxConcurrentEvictions)
+	}
+	if o.ShutdownGracePeriod < 0 {
+		bad("--shutdown-grace-period must not be negative, got %v", o.ShutdownGracePeriod)
+	}
+	return errors.Join(errs...)
+}
+
+// validBindAddress accepts "0" (disabled) and host:port with a numeric port.
+func validBindAddress(addr string) error {
+	if addr == "0" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf(`want host:port or "0", got %q: %w`, addr, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port must be a number from 0 to 65535, got %q", port)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("bad host %q", host)
+	}
+	return nil
+}
+
+func hasPortZero(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
+}

@@ -1,0 +1,198 @@
+package app_test
+
+import (
+	"flag"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taintkit/taintkit/examples/controller/app"
+)
+
+func TestNewOptionsDefaults(t *testing.T) {
+	o := app.NewOptions()
+	assert.True(t, o.LeaderElect)
+	assert.Equal(t, 15*time.Second, o.LeaseDuration)
+	assert.Equal(t, 10*time.Second, o.RenewDeadline)
+	assert.Equal(t, 2*time.Second, o.RetryPeriod)
+	assert.Equal(t, "kube-system", o.LeaseNamespace)
+	assert.Equal(t, "taintkit-noexecute", o.LeaseName)
+	assert.Equal(t, ":8080", o.MetricsBindAddress)
+	assert.Equal(t, ":8081", o.HealthProbeBindAddress)
+	assert.Equal(t, float32(20), o.KubeAPIQPS)
+	assert.Equal(t, 30, o.KubeAPIBurst)
+	assert.Equal(t, 8, o.Shards)
+	assert.Equal(t, 32, o.MaxConcurrentEvictions)
+	assert.Equal(t, 30*time.Second, o.ShutdownGracePeriod)
+	assert.Empty(t, o.Kubeconfig)
+	assert.NoError(t, o.Validate())
+}
+
+func TestNewOptionsIdentityIsUnique(t *testing.T) {
+	a, b := app.NewOptions().Identity, app.NewOptions().Identity
+	assert.NotEqual(t, a, b, "two replicas on one host must not share an identity")
+	assert.Contains(t, a, "_")
+}
+
+// The flag names are a contract: deployments script against them.
+func TestAddFlagsNames(t *testing.T) {
+	o := app.NewOptions()
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	o.AddFlags(fs)
+
+	for _, name := range []string{
+		"kubeconfig",
+		"leader-elect",
+		"leader-elect-lease-duration",
+		"leader-elect-renew-deadline",
+		"leader-elect-retry-period",
+		"leader-elect-resource-namespace",
+		"leader-elect-resource-name",
+		"metrics-bind-address",
+		"health-probe-bind-address",
+		"kube-api-qps",
+		"kube-api-burst",
+		"shards",
+		"max-concurrent-evictions",
+		"shutdown-grace-period",
+		"v",
+	} {
+		assert.NotNil(t, fs.Lookup(name), "flag --%s is missing", name)
+	}
+
+	// The defaults shown by -help are NewOptions'.
+	for name, want := range map[string]string{
+		"leader-elect":                    "true",
+		"leader-elect-lease-duration":     "15s",
+		"leader-elect-renew-deadline":     "10s",
+		"leader-elect-retry-period":       "2s",
+		"leader-elect-resource-namespace": "kube-system",
+		"leader-elect-resource-name":      "taintkit-noexecute",
+		"metrics-bind-address":            ":8080",
+		"health-probe-bind-address":       ":8081",
+		"kube-api-qps":                    "20",
+		"kube-api-burst":                  "30",
+		"shards":                          "8",
+		"max-concurrent-evictions":        "32",
+		"shutdown-grace-period":           "30s",
+	} {
+		assert.Equal(t, want, fs.Lookup(name).DefValue, "default of --%s", name)
+	}
+}
+
+func TestAddFlagsParse(t *testing.T) {
+	o := app.NewOptions()
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	o.AddFlags(fs)
+	require.NoError(t, fs.Parse([]string{
+		"--kubeconfig=/etc/kube/config",
+		"--leader-elect=false",
+		"--leader-elect-lease-duration=4s",
+		"--leader-elect-renew-deadline=3s",
+		"--leader-elect-retry-period=500ms",
+		"--leader-elect-resource-namespace=ops",
+		"--leader-elect-resource-name=noexec",
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=127.0.0.1:0",
+		"--kube-api-qps=7.5",
+		"--kube-api-burst=9",
+		"--shards=3",
+		"--max-concurrent-evictions=4",
+		"--shutdown-grace-period=1m",
+	}))
+	assert.Equal(t, "/etc/kube/config", o.Kubeconfig)
+	assert.False(t, o.LeaderElect)
+	assert.Equal(t, 4*time.Second, o.LeaseDuration)
+	assert.Equal(t, 3*time.Second, o.RenewDeadline)
+	assert.Equal(t, 500*time.Millisecond, o.RetryPeriod)
+	assert.Equal(t, "ops", o.LeaseNamespace)
+	assert.Equal(t, "noexec", o.LeaseName)
+	assert.Equal(t, "0", o.MetricsBindAddress)
+	assert.Equal(t, "127.0.0.1:0", o.HealthProbeBindAddress)
+	assert.Equal(t, float32(7.5), o.KubeAPIQPS)
+	assert.Equal(t, 9, o.KubeAPIBurst)
+	assert.Equal(t, 3, o.Shards)
+	assert.Equal(t, 4, o.MaxConcurrentEvictions)
+	assert.Equal(t, time.Minute, o.ShutdownGracePeriod)
+	assert.NoError(t, o.Validate())
+}
+
+func TestAddFlagsRejectsBadNumber(t *testing.T) {
+	o := app.NewOptions()
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.AddFlags(fs)
+	err := fs.Parse([]string{"--kube-api-qps=fast"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "kube-api-qps")
+}
+
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*app.Options)
+		want   []string // substrings of the error; none: valid
+	}{
+		{"defaults", func(*app.Options) {}, nil},
+		{"zero lease duration", func(o *app.Options) { o.LeaseDuration = 0 }, []string{"--leader-elect-lease-duration must be positive"}},
+		{"negative renew deadline", func(o *app.Options) { o.RenewDeadline = -time.Second }, []string{"--leader-elect-renew-deadline must be positive"}},
+		{"zero retry period", func(o *app.Options) { o.RetryPeriod = 0 }, []string{"--leader-elect-retry-period must be positive"}},
+		{"renew deadline not shorter than lease", func(o *app.Options) { o.RenewDeadline = o.LeaseDuration },
+			[]string{"--leader-elect-renew-deadline (15s) must be shorter than --leader-elect-lease-duration (15s)"}},
+		// client-go refuses renew <= 1.2 * retry: say so before starting.
+		{"retry period too close to renew deadline", func(o *app.Options) { o.RetryPeriod = 9 * time.Second },
+			[]string{"--leader-elect-retry-period (9s) must be shorter than --leader-elect-renew-deadline (10s) divided by 1.2"}},
+		{"empty lease namespace", func(o *app.Options) { o.LeaseNamespace = "" }, []string{"--leader-elect-resource-namespace must not be empty"}},
+		{"empty lease name", func(o *app.Options) { o.LeaseName = "" }, []string{"--leader-elect-resource-name must not be empty"}},
+		{"empty identity", func(o *app.Options) { o.Identity = "" }, []string{"Identity must not be empty"}},
+		// Without leader election its settings do not matter.
+		{"lease settings ignored without leader election", func(o *app.Options) {
+			o.LeaderElect = false
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod, o.LeaseName, o.Identity = 0, 0, 0, "", ""
+		}, nil},
+		{"metrics address without port", func(o *app.Options) { o.MetricsBindAddress = "8080" }, []string{"--metrics-bind-address"}},
+		{"health address with bad port", func(o *app.Options) { o.HealthProbeBindAddress = ":http-alt" }, []string{"--health-probe-bind-address", "port must be a number"}},
+		{"port out of range", func(o *app.Options) { o.MetricsBindAddress = ":65536" }, []string{"--metrics-bind-address"}},
+		{"servers disabled", func(o *app.Options) { o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0" }, nil},
+		{"free ports", func(o *app.Options) { o.MetricsBindAddress, o.HealthProbeBindAddress = "127.0.0.1:0", "127.0.0.1:0" }, nil},
+		{"same address for both servers", func(o *app.Options) { o.HealthProbeBindAddress = o.MetricsBindAddress }, []string{"must differ"}},
+		{"zero qps", func(o *app.Options) { o.KubeAPIQPS = 0 }, []string{"--kube-api-qps must be positive, got 0"}},
+		{"negative qps", func(o *app.Options) { o.KubeAPIQPS = -1 }, []string{"--kube-api-qps must be positive, got -1"}},
+		{"zero burst", func(o *app.Options) { o.KubeAPIBurst = 0 }, []string{"--kube-api-burst must be at least 1, got 0"}},
+		{"zero shards", func(o *app.Options) { o.Shards = 0 }, []string{"--shards must be at least 1, got 0"}},
+		{"zero evictions", func(o *app.Options) { o.MaxConcurrentEvictions = 0 }, []string{"--max-concurrent-evictions must be at least 1, got 0"}},
+		{"negative grace period", func(o *app.Options) { o.ShutdownGracePeriod = -time.Second }, []string{"--shutdown-grace-period must not be negative"}},
+		{"zero grace period", func(o *app.Options) { o.ShutdownGracePeriod = 0 }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := app.NewOptions()
+			tc.change(&o)
+			err := o.Validate()
+			if len(tc.want) == 0 {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	o := app.NewOptions()
+	o.Shards, o.KubeAPIBurst, o.MetricsBindAddress = 0, -1, "nope"
+	err := o.Validate()
+	require.Error(t, err)
+	lines := strings.Split(err.Error(), "\n")
+	assert.Len(t, lines, 3, "one line per problem: %q", err)
+	assert.True(t, slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "--shards") }))
+	assert.True(t, slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "--kube-api-burst") }))
+	assert.True(t, slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "--metrics-bind-address") }))
+}

@@ -1,0 +1,193 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/tolerations"
+)
+
+func testPod(name string, uid types.UID) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: uid},
+		Spec:       v1.PodSpec{NodeName: "node-1"},
+	}
+}
+
+var disruptionTarget = v1.PodCondition{
+	Type:    v1.DisruptionTarget,
+	Status:  v1.ConditionTrue,
+	Reason:  tolerations.ReasonDeletionByTaintManager,
+	Message: "Taint manager: deleting due to NoExecute taint",
+}
+
+func uidPtr(uid types.UID) *types.UID { return &uid }
+
+// What the manager does to evict a pod: condition, then delete with the
+// UID it read.
+func TestPodClientSetsConditionThenDeletesWithUID(t *testing.T) {
+	ctx := t.Context()
+	client := newFakeAPI(testPod("web", "uid-1"))
+	c := &app.PodClient{Client: client}
+
+	require.NoError(t, c.SetPodCondition(ctx, "default", "web", "uid-1", disruptionTarget))
+	pod, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, pod.Status.Conditions, 1)
+	got := pod.Status.Conditions[0]
+	assert.Equal(t, v1.DisruptionTarget, got.Type)
+	assert.Equal(t, v1.ConditionTrue, got.Status)
+	assert.Equal(t, "DeletionByTaintManager", got.Reason)
+	assert.False(t, got.LastTransitionTime.IsZero(), "LastTransitionTime is set")
+
+	require.NoError(t, c.DeletePod(ctx, "default", "web", metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: uidPtr("uid-1")},
+	}))
+	_, err = client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "pod deleted, got %v", err)
+
+	// The requests: a strategic merge patch of pods/status carrying the UID
+	// as a precondition, then a DELETE with the UID precondition.
+	var verbs []string
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "get" {
+			continue
+		}
+		verbs = append(verbs, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+		switch a := a.(type) {
+		case clienttesting.PatchAction:
+			assert.Equal(t, types.StrategicMergePatchType, a.GetPatchType())
+			var body struct {
+				Metadata struct{ UID types.UID }
+				Status   struct{ Conditions []v1.PodCondition }
+			}
+			require.NoError(t, json.Unmarshal(a.GetPatch(), &body))
+			assert.Equal(t, types.UID("uid-1"), body.Metadata.UID)
+			require.Len(t, body.Status.Conditions, 1)
+			assert.Equal(t, v1.DisruptionTarget, body.Status.Conditions[0].Type)
+		case clienttesting.DeleteAction:
+			assert.Equal(t, types.UID("uid-1"), *a.GetDeleteOptions().Preconditions.UID)
+		}
+	}
+	assert.Equal(t, []string{"patch pods/status", "delete pods/"}, verbs)
+}
+
+func TestPodClientNotFound(t *testing.T) {
+	ctx := t.Context()
+	c := &app.PodClient{Client: newFakeAPI()}
+	err := c.SetPodCondition(ctx, "default", "gone", "uid-1", disruptionTarget)
+	assert.True(t, apierrors.IsNotFound(err), "SetPodCondition: want NotFound, got %v", err)
+	err = c.DeletePod(ctx, "default", "gone", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: uidPtr("uid-1")}})
+	assert.True(t, apierrors.IsNotFound(err), "DeletePod: want NotFound, got %v", err)
+}
+
+// A pod recreated under the same name is another pod: neither its status
+// nor the pod itself may be touched for its predecessor.
+func TestPodClientConflictOnRecreatedPod(t *testing.T) {
+	ctx := t.Context()
+	client := newFakeAPI(testPod("web", "uid-2")) // uid-1 was deleted and recreated
+	c := &app.PodClient{Client: client}
+
+	err := c.SetPodCondition(ctx, "default", "web", "uid-1", disruptionTarget)
+	assert.True(t, apierrors.IsConflict(err), "SetPodCondition: want Conflict, got %v", err)
+	err = c.DeletePod(ctx, "default", "web", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: uidPtr("uid-1")}})
+	assert.True(t, apierrors.IsConflict(err), "DeletePod: want Conflict, got %v", err)
+
+	pod, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err, "the new pod is still there")
+	assert.Empty(t, pod.Status.Conditions, "the new pod's status is untouched")
+}
+
+func podLister(t *testing.T, pods ...*v1.Pod) corelisters.PodLister {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, p := range pods {
+		require.NoError(t, indexer.Add(p))
+	}
+	return corelisters.NewPodLister(indexer)
+}
+
+// A retry sets the same condition again: its transition time stays the
+// first one, as a condition's transition time should.
+func TestPodClientKeepsTransitionTimeOfUnchangedCondition(t *testing.T) {
+	ctx := t.Context()
+	first := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	pod := testPod("web", "uid-1")
+	cond := disruptionTarget
+	cond.LastTransitionTime = first
+	pod.Status.Conditions = []v1.PodCondition{cond}
+	client := newFakeAPI(pod)
+	c := &app.PodClient{Client: client, Pods: podLister(t, pod)}
+
+	require.NoError(t, c.SetPodCondition(ctx, "default", "web", "uid-1", disruptionTarget))
+	got, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, got.Status.Conditions, 1)
+	assert.True(t, got.Status.Conditions[0].LastTransitionTime.Equal(&first),
+		"LastTransitionTime = %v, want %v", got.Status.Conditions[0].LastTransitionTime, first)
+}
+
+func TestPodClientBeforeDelete(t *testing.T) {
+	ctx := t.Context()
+	cached := testPod("web", "uid-1")
+	cached.Labels = map[string]string{"app": "web"}
+	client := newFakeAPI(cached)
+	var hooked []*v1.Pod
+	c := &app.PodClient{
+		Client: client,
+		Pods:   podLister(t, cached),
+		BeforeDelete: func(_ context.Context, pod *v1.Pod) {
+			hooked = append(hooked, pod)
+			if pod.Name != "web" {
+				return
+			}
+			// Nothing deleted yet when the hook runs.
+			_, err := client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			assert.NoError(t, err)
+			pod.Labels["app"] = "changed" // a copy: the cache is not changed
+		},
+	}
+	require.NoError(t, c.DeletePod(ctx, "default", "web", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: uidPtr("uid-1")}}))
+	require.Len(t, hooked, 1)
+	assert.Equal(t, types.UID("uid-1"), hooked[0].UID)
+	assert.Equal(t, "web", cached.Labels["app"])
+
+	// Not in the cache: the hook still learns the name and the UID.
+	c.Pods = podLister(t)
+	_ = c.DeletePod(ctx, "default", "other", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: uidPtr("uid-9")}})
+	require.Len(t, hooked, 2)
+	assert.Equal(t, "other", hooked[1].Name)
+	assert.Equal(t, types.UID("uid-9"), hooked[1].UID)
+}
+
+// The hook is where the integration tests recreate a pod to see the API
+// server refuse the delete.
+func TestPodClientBeforeDeleteRecreatesPod(t *testing.T) {
+	ctx := t.Context()
+	client := newFakeAPI(testPod("web", "uid-1"))
+	c := &app.PodClient{
+		Client: client,
+		BeforeDelete: func(ctx context.Context, pod *v1.Pod) {
+			require.NoError(t, client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}))
+			_, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, testPod(pod.Name, "uid-2"), metav1.CreateOptions{})
+			require.NoError(t, err)
+		},
+	}
+	err := c.DeletePod(ctx, "default", "web", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: uidPtr("uid-1")}})
+	assert.True(t, apierrors.IsConflict(err), "want Conflict, got %v", err)
+	pod, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, types.UID("uid-2"), pod.UID)
+}

@@ -1,0 +1,287 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/taintkit/taintkit/examples/noexecute/manager"
+)
+
+// Component is the controller's name: the source of its events and the
+// suffix of its user agent.
+const Component = "taintkit-noexecute"
+
+// ErrLeaderLost is returned by [Run] when this replica stopped acting
+// because it lost the leader election lease. The process should exit: a
+// restart starts a fresh manager, which takes its countdowns up from the
+// cluster's state.
+var ErrLeaderLost = errors.New("app: lost the leader election lease")
+
+// errGraceExpired cancels the API requests still running when the
+// shutdown grace period ends.
+var errGraceExpired = errors.New("app: shutdown grace period expired")
+
+// Run runs the controller until ctx is done or the lease is lost. It
+// validates o (returning [Options.Validate]'s error before anything
+// starts), binds the metrics and health servers, starts shared informers
+// for nodes and pods with cfg's credentials (QPS and burst set from o;
+// cfg itself is not changed), and once their caches are synced (/readyz
+// turns 200) runs the manager of examples/noexecute/manager: at once, or
+// with o.LeaderElect only while this replica holds the Lease.
+//
+// When ctx is done Run stops the manager, lets evictions already in flight
+// finish within o.ShutdownGracePeriod, releases the lease, stops the
+// servers and returns nil. When the lease is lost Run stops the manager at
+// once, cancelling requests in flight, and returns [ErrLeaderLost]. It
+// returns other errors for what prevents it from starting.
+//
+// Run logs through klog.FromContext(ctx). Several Runs may share a process
+// (as replicas do in tests) if their bind addresses and Registry differ.
+func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if cfg == nil {
+		return errors.New("app: nil *rest.Config")
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg.RateLimiter = nil // the flags decide, not a limiter the caller left in cfg
+	cfg = rest.AddUserAgent(cfg, Component)
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("app: clientset: %w", err)
+	}
+	var leaderClient kubernetes.Interface
+	if o.LeaderElect {
+		// A client of its own, with its own rate limiter: renewals must not
+		// queue behind a thousand deletions. A request may take at most half
+		// the renew deadline, so one hung request cannot lose the lease.
+		lcfg := rest.CopyConfig(cfg)
+		lcfg.Timeout = max(time.Second, o.RenewDeadline/2)
+		lcfg = rest.AddUserAgent(lcfg, "leader-election")
+		if leaderClient, err = kubernetes.NewForConfig(lcfg); err != nil {
+			return fmt.Errorf("app: leader election clientset: %w", err)
+		}
+	}
+	return run(ctx, client, leaderClient, o)
+}
+
+// controller is what one Run builds.
+type controller struct {
+	o        Options
+	log      logr.Logger
+	client   kubernetes.Interface
+	cluster  *cluster
+	recorder record.EventRecorder
+	metrics  *Metrics
+}
+
+// run is Run on given clientsets (fake ones in tests); leaderClient is
+// used only with o.LeaderElect.
+func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	log := klog.FromContext(ctx)
+
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	metrics, err := NewMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("app: register metrics: %w", err)
+	}
+	watchdog := newWatchdog(o)
+	srv, err := listen(o, reg, watchdog)
+	if err != nil {
+		return err
+	}
+	srv.serve(log)
+	defer srv.shutdown(log)
+	if o.Listening != nil {
+		o.Listening(srv.addrs())
+	}
+
+	cl, err := newCluster(client)
+	if err != nil {
+		return err
+	}
+	// The informers outlive ctx: the manager reads them while evictions in
+	// flight finish.
+	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		stopInformers()
+		cl.factory.Shutdown()
+	}()
+	cl.factory.Start(informerCtx.Done())
+	// WaitFor reacts as soon as they sync; it does not poll.
+	if !cache.WaitFor(ctx, "informer caches", cl.nodes.HasSyncedChecker(), cl.pods.HasSyncedChecker()) {
+		log.Info("Stopped before the informer caches synced")
+		return nil
+	}
+	srv.ready.Store(true)
+	log.Info("Informer caches synced")
+
+	broadcaster := record.NewBroadcaster(record.WithContext(informerCtx))
+	defer broadcaster.Shutdown()
+	broadcaster.StartStructuredLogging(3)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+
+	c := &controller{
+		o:        o,
+		log:      log,
+		client:   client,
+		cluster:  cl,
+		recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: Component}),
+		metrics:  metrics,
+	}
+	if !o.LeaderElect {
+		return c.runManager(ctx, nil)
+	}
+	return c.runElected(ctx, leaderClient, watchdog)
+}
+
+// runManager runs a new manager until ctx is done (then it stops it
+// gracefully and returns nil) or lost is closed (then it stops it at once
+// and returns ErrLeaderLost). A nil lost is never closed.
+func (c *controller) runManager(ctx context.Context, lost <-chan struct{}) error {
+	// acting is the context of the manager's API requests. It is not the
+	// eviction's own ctx, which the manager cancels as soon as it stops:
+	// a deletion in flight may finish within the grace period. It is
+	// cancelled when the lease is lost or the grace period ends.
+	acting, stopActing := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopActing(nil)
+
+	m, err := manager.New(manager.Config{
+		GetNode:    c.cluster.getNode,
+		GetPod:     c.cluster.getPod,
+		PodsOnNode: c.cluster.podsOnNode,
+		Client: untilStopped{
+			client: &PodClient{Client: c.client, Pods: c.cluster.podLister, BeforeDelete: c.o.BeforeDelete},
+			stop:   acting,
+		},
+		Recorder:               c.recorder,
+		Logger:                 c.log,
+		Shards:                 c.o.Shards,
+		MaxConcurrentEvictions: c.o.MaxConcurrentEvictions,
+	})
+	if err != nil {
+		return fmt.Errorf("app: %w", err)
+	}
+	c.metrics.SetManager(m)
+	c.metrics.SetLeader(true)
+	defer c.metrics.SetLeader(false)
+
+	managerCtx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopManager()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		m.Run(managerCtx)
+	}()
+	// Handlers added to running informers are first told of every object
+	// in the cache, as additions: the manager starts from the whole state.
+	var regs []func()
+	for _, h := range []struct {
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandler
+	}{
+		{c.cluster.nodes, nodeHandler(m, c.log)},
+		{c.cluster.pods, podHandler(m, c.log)},
+	} {
+		reg, err := h.informer.AddEventHandler(h.handler)
+		if err != nil {
+			stopActing(err)
+			stopManager()
+			<-stopped
+			return fmt.Errorf("app: add event handler: %w", err)
+		}
+		regs = append(regs, func() { _ = h.informer.RemoveEventHandler(reg) })
+	}
+
+	var result error
+	var grace <-chan time.Time
+	select {
+	case <-ctx.Done():
+		c.log.Info("Shutting down: stopping the manager", "gracePeriod", c.o.ShutdownGracePeriod)
+		timer := time.NewTimer(c.o.ShutdownGracePeriod)
+		defer timer.Stop()
+		grace = timer.C
+	case <-lost:
+		c.log.Info("Lost the lease: stopping the manager at once")
+		stopActing(ErrLeaderLost)
+		lost, result = nil, ErrLeaderLost
+	}
+	for _, remove := range regs {
+		remove()
+	}
+	stopManager()
+	for {
+		select {
+		case <-stopped:
+			return result
+		case <-grace:
+			c.log.Info("Shutdown grace period over: cancelling the requests still in flight")
+			stopActing(errGraceExpired)
+			grace = nil
+		case <-lost:
+			// Lost during the grace period: whoever leads next may act
+			// already, so stop now, but this is still a shutdown.
+			c.log.Info("Lost the lease while shutting down: cancelling the requests in flight")
+			stopActing(ErrLeaderLost)
+			lost = nil
+		}
+	}
+}
+
+// untilStopped runs a PodClient's requests on a context that the
+// eviction's cancellation does not cancel, and stop does.
+type untilStopped struct {
+	client manager.PodClient
+	stop   context.Context
+}
+
+func (u untilStopped) SetPodCondition(ctx context.Context, namespace, name string, uid types.UID, cond v1.PodCondition) error {
+	ctx, cancel := u.context(ctx)
+	defer cancel()
+	return u.client.SetPodCondition(ctx, namespace, name, uid, cond)
+}
+
+func (u untilStopped) DeletePod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	ctx, cancel := u.context(ctx)
+	defer cancel()
+	return u.client.DeletePod(ctx, namespace, name, opts)
+}
+
+func (u untilStopped) context(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	if u.stop.Err() != nil {
+		// Already stopped: fail now, not once AfterFunc's goroutine runs.
+		cancel(context.Cause(u.stop))
+		return ctx, func() {}
+	}
+	unhook := context.AfterFunc(u.stop, func() { cancel(context.Cause(u.stop)) })
+	return ctx, func() {
+		unhook()
+		cancel(nil)
+	}
+}
