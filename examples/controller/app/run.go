@@ -180,9 +180,11 @@ func (c *controller) runManager(ctx context.Context, lost <-chan struct{}) error
 			stop:   acting,
 		},
 		Recorder:               c.recorder,
-		Logger:                 c.log,
+		Logger:                 &c.log,
 		Shards:                 c.o.Shards,
 		MaxConcurrentEvictions: c.o.MaxConcurrentEvictions,
+		QueueMetrics:           c.metrics.Queue(),
+		DispatcherMetrics:      c.metrics.Dispatcher(),
 	})
 	if err != nil {
 		return fmt.Errorf("app: %w", err)

@@ -181,6 +181,11 @@ func TestRunEvictsUntoleratedPod(t *testing.T) {
 		requireValue(t, o.Registry, 1, app.MetricEvictions, "outcome", "evicted")
 		requireValue(t, o.Registry, 1, app.MetricLeader)
 		requireValue(t, o.Registry, 0, app.MetricEvictionsPending)
+		requireValue(t, o.Registry, 0, app.MetricDispatcherDepth, "lane", "low")
+		requireValue(t, o.Registry, 0, app.MetricDispatcherDepth, "lane", "high")
+		requireValue(t, o.Registry, 0, app.MetricQueuePending, "queue", "noexecute-evictions")
+		got, ok := metricValue(t, o.Registry, app.MetricQueueAdds, "queue", "noexecute-evictions")
+		assert.True(t, ok && got >= 1, "adds %v", got)
 
 		assert.NoError(t, r.stop())
 		requireValue(t, o.Registry, 0, app.MetricLeader)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/taintkit/taintkit/sharding"
 	"github.com/taintkit/taintkit/timedqueue"
 	"github.com/taintkit/taintkit/tolerations"
 )
@@ -79,6 +80,13 @@ type Config struct {
 	// and counted in [Stats].Failed; the pod is decided afresh on its next
 	// update.
 	EvictionRetry timedqueue.RetryPolicy
+
+	// QueueMetrics, if not nil, receives the metrics of the eviction queue,
+	// named "noexecute-evictions".
+	QueueMetrics timedqueue.MetricsProvider
+	// DispatcherMetrics, if not nil, receives the metrics of the dispatcher
+	// of node and pod updates.
+	DispatcherMetrics sharding.MetricsProvider
 
 	// TrackIdle makes the manager track its outstanding work so that
 	// [Manager.WaitIdle] can report when there is none. It costs a map entry

@@ -140,18 +140,68 @@ func (g runningGauge) Dec() {
 	g.t.mu.Unlock()
 }
 
-// idleMetrics gives the eviction queue our running gauge and no other metric
-// (timedqueue turns nil metrics into no-ops).
-type idleMetrics struct{ t *idleTracker }
+// idleMetrics gives the eviction queue our running gauge, teed with next's
+// (Config.QueueMetrics, may be nil), and next's other metrics.
+type idleMetrics struct {
+	t    *idleTracker
+	next timedqueue.MetricsProvider
+}
 
-func (p idleMetrics) NewPendingMetric(string) timedqueue.Gauge          { return nil }
-func (p idleMetrics) NewRunningMetric(string) timedqueue.Gauge          { return runningGauge(p) }
-func (p idleMetrics) NewAddsMetric(string) timedqueue.Counter           { return nil }
-func (p idleMetrics) NewRetriesMetric(string) timedqueue.Counter        { return nil }
-func (p idleMetrics) NewFailuresMetric(string) timedqueue.Counter       { return nil }
-func (p idleMetrics) NewDropsMetric(string) timedqueue.Counter          { return nil }
-func (p idleMetrics) NewLatenessMetric(string) timedqueue.Histogram     { return nil }
-func (p idleMetrics) NewWorkDurationMetric(string) timedqueue.Histogram { return nil }
+func (p idleMetrics) NewPendingMetric(n string) timedqueue.Gauge {
+	if p.next == nil {
+		return nil
+	}
+	return p.next.NewPendingMetric(n)
+}
+func (p idleMetrics) NewRunningMetric(n string) timedqueue.Gauge {
+	if p.next != nil {
+		if g := p.next.NewRunningMetric(n); g != nil {
+			return teeGauge{runningGauge{p.t}, g}
+		}
+	}
+	return runningGauge{p.t}
+}
+func (p idleMetrics) NewAddsMetric(n string) timedqueue.Counter {
+	if p.next == nil {
+		return nil
+	}
+	return p.next.NewAddsMetric(n)
+}
+func (p idleMetrics) NewRetriesMetric(n string) timedqueue.Counter {
+	if p.next == nil {
+		return nil
+	}
+	return p.next.NewRetriesMetric(n)
+}
+func (p idleMetrics) NewFailuresMetric(n string) timedqueue.Counter {
+	if p.next == nil {
+		return nil
+	}
+	return p.next.NewFailuresMetric(n)
+}
+func (p idleMetrics) NewDropsMetric(n string) timedqueue.Counter {
+	if p.next == nil {
+		return nil
+	}
+	return p.next.NewDropsMetric(n)
+}
+func (p idleMetrics) NewLatenessMetric(n string) timedqueue.Histogram {
+	if p.next == nil {
+		return nil
+	}
+	return p.next.NewLatenessMetric(n)
+}
+func (p idleMetrics) NewWorkDurationMetric(n string) timedqueue.Histogram {
+	if p.next == nil {
+		return nil
+	}
+	return p.next.NewWorkDurationMetric(n)
+}
+
+type teeGauge struct{ a, b timedqueue.Gauge }
+
+func (g teeGauge) Inc() { g.a.Inc(); g.b.Inc() }
+func (g teeGauge) Dec() { g.a.Dec(); g.b.Dec() }
 
 // busy reports whether work is outstanding, and returns the channel closed at
 // the next change.

@@ -96,7 +96,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.TrackIdle {
 		m.idle = newIdleTracker(shards)
-		opts = append(opts, timedqueue.WithMetricsProvider(idleMetrics{m.idle}))
+		opts = append(opts, timedqueue.WithMetricsProvider(idleMetrics{t: m.idle, next: cfg.QueueMetrics}))
+	} else if cfg.QueueMetrics != nil {
+		opts = append(opts, timedqueue.WithMetricsProvider(cfg.QueueMetrics))
 	}
 	q, err := timedqueue.New(m.evict, opts...)
 	if err != nil {
@@ -117,6 +119,7 @@ func New(cfg Config) (*Manager, error) {
 		Clock:      m.clock,
 		Logger:     &m.log,
 		OnDrop:     m.dropped,
+		Metrics:    cfg.DispatcherMetrics,
 	})
 	if err != nil {
 		_ = q.Shutdown(context.Background())
