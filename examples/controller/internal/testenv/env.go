@@ -119,6 +119,7 @@ func start(ctx context.Context, etcdBin, apiserverBin string, opts Options) (_ *
 		"--initial-advertise-peer-urls=" + peerURL,
 		"--initial-cluster=default=" + peerURL,
 		"--unsafe-no-fsync", // the data dies with the test; fsync only costs time
+		"--logger=zap",      // etcd 3.4's default logger warns that it is deprecated
 	}, filepath.Join(e.dir, "etcd.log"))
 	if err != nil {
 		return nil, err

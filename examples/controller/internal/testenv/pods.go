@@ -55,11 +55,9 @@ func CreateBoundPod(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod
 	if err := pods.Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("testenv: binding pod %s/%s to %s: %w", pod.Namespace, pod.Name, nodeName, err)
 	}
-	bound, err := updatePodStatus(ctx, c, created.Namespace, created.Name, func(st *corev1.PodStatus) {
-		// The binding sets the condition itself; the status update keeps
-		// this helper right should a server version stop doing so.
-		setPodCondition(st, corev1.PodScheduled)
-	})
+	// The binding also sets PodScheduled, as the scheduler would by a status
+	// update (TestPodLifecycle checks that it does).
+	bound, err := pods.Get(ctx, created.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("testenv: binding pod %s/%s to %s: %w", pod.Namespace, pod.Name, nodeName, err)
 	}
