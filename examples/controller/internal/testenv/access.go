@@ -36,7 +36,11 @@ func WaitForAccess(ctx context.Context, cfg *rest.Config, attrs authorizationv1.
 		return got.Status.Allowed, nil
 	})
 	if err != nil {
-		return fmt.Errorf("testenv: waiting for %s to be allowed %+v (last reason %q): %w", cfg.Impersonate.UserName, attrs, last, err)
+		user := cfg.Impersonate.UserName
+		if user == "" {
+			user = "the config's user"
+		}
+		return fmt.Errorf("testenv: waiting for %s to be allowed %+v (last reason %q): %w", user, attrs, last, err)
 	}
 	return nil
 }

@@ -70,8 +70,10 @@ func WaitForPod(ctx context.Context, c kubernetes.Interface, namespace, name str
 // already). A pod of the same name with another UID does not count.
 func WaitForPodDeleted(ctx context.Context, c kubernetes.Interface, namespace, name string, uid types.UID) (time.Time, error) {
 	var observed time.Time
+	// A pod of the same name with another UID means ours is gone, even if
+	// a relist hid its Deleted event.
 	gone := func(pod *corev1.Pod, deleted bool) bool {
-		if pod.UID != uid || deleted {
+		if deleted || pod.UID != uid {
 			observed = time.Now()
 			return true
 		}
@@ -91,7 +93,7 @@ func WaitForPodDeleted(ctx context.Context, c kubernetes.Interface, namespace, n
 		},
 		func(ev watch.Event) (bool, error) {
 			pod, ok := ev.Object.(*corev1.Pod)
-			return ok && gone(pod, ev.Type == watch.Deleted && pod.UID == uid), nil
+			return ok && gone(pod, ev.Type == watch.Deleted), nil
 		})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("testenv: waiting for pod %s/%s (uid %s) to be deleted: %w", namespace, name, uid, err)
@@ -101,7 +103,7 @@ func WaitForPodDeleted(ctx context.Context, c kubernetes.Interface, namespace, n
 
 // WaitForEvent waits for an Event in namespace with the given reason about the
 // object with involvedUID (any object if involvedUID is empty), and returns
-// the first one seen. Events recorded through events.k8s.io/v1 count as well:
+// it (one of them, if several exist already). Events recorded through events.k8s.io/v1 count as well:
 // the server serves every Event through core/v1 too.
 func WaitForEvent(ctx context.Context, c kubernetes.Interface, namespace, reason string, involvedUID types.UID) (*corev1.Event, error) {
 	set := fields.Set{"reason": reason}
