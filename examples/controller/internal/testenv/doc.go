@@ -47,8 +47,8 @@
 // tolerations to new pods. Nothing schedules, runs, or garbage-collects:
 // a Deployment creates no pods, a namespace being deleted stays Terminating,
 // and a bound pod that is deleted stays, with a deletionTimestamp, until
-// something deletes it with grace period 0 ([StartPodFinaliser] does). The
-// server stores times in whole seconds.
+// something deletes it with grace period 0 ([StartPodFinaliser] does). A
+// metav1.Time is stored in whole seconds: measure from the stored value.
 //
 // The admin identity is a client certificate in the group system:masters;
 // [Env.ImpersonatedConfig] acts as a ServiceAccount, so RBAC rules are
