@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,9 +24,7 @@ import (
 // A controller started as a process with --kubeconfig runs as the
 // ServiceAccount the kubeconfig impersonates.
 func TestWriteKubeconfigImpersonates(t *testing.T) {
-	env := testenv.Shared(t)
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
+	env, _, ctx := setup(t, "")
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, testenv.WriteKubeconfig(path, env.ImpersonatedConfig("kube-system", "taintkit")))
 
@@ -43,10 +42,7 @@ func TestWriteKubeconfigImpersonates(t *testing.T) {
 // The deploy manifests' kinds apply, namespace first whatever the file order,
 // and applying them again succeeds.
 func TestApplyManifests(t *testing.T) {
-	env := testenv.Shared(t)
-	c := env.Client()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
+	env, c, ctx := setup(t, "")
 
 	for range 2 {
 		objs, err := env.ApplyManifests(ctx, "testdata/deploy")
@@ -85,11 +81,7 @@ func TestApplyManifestsRejectsBadInput(t *testing.T) {
 // Events count whichever API recorded them, and whether they came before or
 // after the wait began.
 func TestWaitForEvent(t *testing.T) {
-	env := testenv.Shared(t)
-	c := env.Client()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	createNamespace(t, c, "events")
+	_, c, ctx := setup(t, "events")
 	pod, err := c.CoreV1().Pods("events").Create(ctx, testenv.NewPod("events", "p"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	ref := corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, APIVersion: "v1"}
@@ -132,32 +124,42 @@ func TestWaitForEvent(t *testing.T) {
 	assert.Equal(t, "Cancelling deletion Pod events/p", r.e.Message)
 }
 
-// The waits end with the context when the awaited state never comes.
+// The waits end with the context's error when the awaited state never comes.
 func TestWaitsEndWithContext(t *testing.T) {
-	env := testenv.Shared(t)
-	c := env.Client()
-	createNamespace(t, c, "timeouts")
+	_, c, _ := setup(t, "timeouts")
 	pod, err := c.CoreV1().Pods("timeouts").Create(t.Context(), testenv.NewPod("timeouts", "stays"), metav1.CreateOptions{})
 	require.NoError(t, err)
+	// Long enough for the list and watch to start, so the deadline ends a
+	// running watch, not the start.
+	const wait = 500 * time.Millisecond
 
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	_, err = testenv.WaitForPodDeleted(ctx, c, "timeouts", "stays", pod.UID)
-	assert.ErrorIs(t, err, context.Canceled)
-	_, err = testenv.WaitForPod(ctx, c, "timeouts", "stays", func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
-	assert.ErrorIs(t, err, context.Canceled)
-	_, err = testenv.WaitForEvent(ctx, c, "timeouts", "Never", "")
-	assert.ErrorIs(t, err, context.Canceled)
+	waits := map[string]func(context.Context) error{
+		"WaitForPodDeleted": func(ctx context.Context) error {
+			_, err := testenv.WaitForPodDeleted(ctx, c, "timeouts", "stays", pod.UID)
+			return err
+		},
+		"WaitForPod": func(ctx context.Context) error {
+			_, err := testenv.WaitForPod(ctx, c, "timeouts", "stays", func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
+			return err
+		},
+		"WaitForEvent": func(ctx context.Context) error {
+			_, err := testenv.WaitForEvent(ctx, c, "timeouts", "Never", "")
+			return err
+		},
+	}
+	for name, waitFor := range waits {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), wait)
+			defer cancel()
+			assert.ErrorIs(t, waitFor(ctx), context.DeadlineExceeded)
+		})
+	}
 }
 
 // A pod deleted before it satisfies the condition ends the wait with
 // ErrPodDeleted rather than a timeout.
 func TestWaitForPodReportsDeletion(t *testing.T) {
-	env := testenv.Shared(t)
-	c := env.Client()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	createNamespace(t, c, "gone")
+	_, c, ctx := setup(t, "gone")
 	pod, err := c.CoreV1().Pods("gone").Create(ctx, testenv.NewPod("gone", "p"), metav1.CreateOptions{})
 	require.NoError(t, err)
 

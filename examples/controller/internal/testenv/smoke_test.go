@@ -20,10 +20,19 @@ import (
 // milliseconds, so reaching it means a step never happened.
 const timeout = 30 * time.Second
 
-func createNamespace(t *testing.T, c kubernetes.Interface, name string) {
+// setup returns the shared Env, its admin client and a context that ends
+// after timeout, having created namespace unless it is empty.
+func setup(t *testing.T, namespace string) (*testenv.Env, kubernetes.Interface, context.Context) {
 	t.Helper()
-	_, err := c.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	env := testenv.Shared(t)
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	t.Cleanup(cancel)
+	c := env.Client()
+	if namespace != "" {
+		_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	return env, c, ctx
 }
 
 func startFinaliser(t *testing.T, ctx context.Context, c kubernetes.Interface, namespace string) {
@@ -37,11 +46,7 @@ func startFinaliser(t *testing.T, ctx context.Context, c kubernetes.Interface, n
 // scheduler bound, the kubelet reporting it ready, a deletion that the
 // kubelet stand-in completes.
 func TestPodLifecycle(t *testing.T) {
-	env := testenv.Shared(t)
-	c := env.Client()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	createNamespace(t, c, "lifecycle")
+	_, c, ctx := setup(t, "lifecycle")
 
 	taint := testenv.NoExecuteTaint("example.com/maintenance", "true")
 	node, err := testenv.CreateNode(ctx, c, "lifecycle-node", taint)
@@ -86,11 +91,7 @@ func TestPodLifecycle(t *testing.T) {
 
 // A pod created with spec.nodeName never went through the scheduler.
 func TestCreatePodOnNodeHasNoPodScheduled(t *testing.T) {
-	env := testenv.Shared(t)
-	c := env.Client()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	createNamespace(t, c, "direct")
+	_, c, ctx := setup(t, "direct")
 	_, err := testenv.CreateNode(ctx, c, "direct-node")
 	require.NoError(t, err)
 
@@ -104,10 +105,7 @@ func TestCreatePodOnNodeHasNoPodScheduled(t *testing.T) {
 }
 
 func TestTaintAndUntaintNode(t *testing.T) {
-	env := testenv.Shared(t)
-	c := env.Client()
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
+	_, c, ctx := setup(t, "")
 	untimed := corev1.Taint{Key: "example.com/untimed", Effect: corev1.TaintEffectNoExecute}
 	_, err := testenv.CreateNode(ctx, c, "taints-node", untimed)
 	require.NoError(t, err)
@@ -130,10 +128,7 @@ func TestTaintAndUntaintNode(t *testing.T) {
 // The server enforces RBAC on an impersonated ServiceAccount, and the rules
 // that ApplyManifests writes take effect.
 func TestRBACEnforcedOnServiceAccount(t *testing.T) {
-	env := testenv.Shared(t)
-	ctx, cancel := context.WithTimeout(t.Context(), timeout)
-	defer cancel()
-	createNamespace(t, env.Client(), "rbac")
+	env, _, ctx := setup(t, "rbac")
 
 	sa, err := kubernetes.NewForConfig(env.ImpersonatedConfig("rbac", "reader"))
 	require.NoError(t, err)

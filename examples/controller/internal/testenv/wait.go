@@ -19,8 +19,18 @@ import (
 
 // The wait functions list and then watch, so they see a state reached before
 // they were called as well as one reached after, and they return as soon as
-// the watch delivers it. They wait until ctx ends; give ctx the deadline the
+// the watch delivers it. They wait until ctx ends, and then return an error
+// that wraps ctx's (context.DeadlineExceeded, say); give ctx the deadline the
 // test allows.
+
+// waitErr reports a wait that ctx ended with ctx's error, which watchtools
+// does not wrap once the watch has begun.
+func waitErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil && !errors.Is(err, ErrPodDeleted) {
+		return context.Cause(ctx)
+	}
+	return err
+}
 
 // ErrPodDeleted is returned by [WaitForPod] when the pod is deleted before it
 // satisfies the condition.
@@ -60,7 +70,7 @@ func WaitForPod(ctx context.Context, c kubernetes.Interface, namespace, name str
 			return false, nil
 		})
 	if err != nil {
-		return nil, fmt.Errorf("testenv: waiting for pod %s/%s: %w", namespace, name, err)
+		return nil, fmt.Errorf("testenv: waiting for pod %s/%s: %w", namespace, name, waitErr(ctx, err))
 	}
 	return found, nil
 }
@@ -96,7 +106,7 @@ func WaitForPodDeleted(ctx context.Context, c kubernetes.Interface, namespace, n
 			return ok && gone(pod, ev.Type == watch.Deleted), nil
 		})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("testenv: waiting for pod %s/%s (uid %s) to be deleted: %w", namespace, name, uid, err)
+		return time.Time{}, fmt.Errorf("testenv: waiting for pod %s/%s (uid %s) to be deleted: %w", namespace, name, uid, waitErr(ctx, err))
 	}
 	return observed, nil
 }
@@ -139,7 +149,7 @@ func WaitForEvent(ctx context.Context, c kubernetes.Interface, namespace, reason
 			return false, nil
 		})
 	if err != nil {
-		return nil, fmt.Errorf("testenv: waiting for event %q in %s (involved uid %q): %w", reason, namespace, involvedUID, err)
+		return nil, fmt.Errorf("testenv: waiting for event %q in %s (involved uid %q): %w", reason, namespace, involvedUID, waitErr(ctx, err))
 	}
 	return found, nil
 }
