@@ -32,7 +32,7 @@ type Options struct {
 	APIServerFlags []string
 	// Dir holds the certificates, etcd's data and both servers' logs
 	// (etcd.log, kube-apiserver.log). Empty means a new temporary directory,
-	// removed by Stop.
+	// removed by Stop. Start empties etcd's data either way.
 	Dir string
 }
 
@@ -109,10 +109,16 @@ func start(ctx context.Context, etcdBin, apiserverBin string, opts Options) (_ *
 
 	// etcd first: the API server fails its readiness until etcd answers, and
 	// a failure is plainer to report from etcd's own probe.
+	// A data dir left by an earlier start would hold that cluster's peer
+	// URL, not this one's.
+	etcdData := filepath.Join(e.dir, "etcd")
+	if err := os.RemoveAll(etcdData); err != nil {
+		return nil, err
+	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
 	e.etcd, err = startProcess("etcd", etcdBin, []string{
-		"--data-dir=" + filepath.Join(e.dir, "etcd"),
+		"--data-dir=" + etcdData,
 		"--listen-client-urls=" + etcdURL,
 		"--advertise-client-urls=" + etcdURL,
 		"--listen-peer-urls=" + peerURL,
@@ -194,8 +200,8 @@ func etcdHealthy(url string) func(context.Context) error {
 	}
 }
 
-// ready probes /readyz and then the namespaces that the server creates just
-// after it turns ready: kube-system is where leader election's Lease lives.
+// ready probes /readyz and then the namespaces the server creates as it
+// starts, which tests use at once: kube-system holds leader election's Lease.
 func (e *Env) ready(ctx context.Context) error {
 	if err := e.client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
 		return fmt.Errorf("/readyz: %w", err)
