@@ -24,9 +24,11 @@ func TestCountdownCancelled(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
+		ns     string
 		cancel func(h *harness, node string, pod *corev1.Pod)
 	}{{
 		name: "taint removed",
+		ns:   "it-cancel-taint",
 		cancel: func(h *harness, node string, _ *corev1.Pod) {
 			_, err := testenv.UntaintNode(h.ctx, h.c, node, key, corev1.TaintEffectNoExecute)
 			require.NoError(h.t, err)
@@ -35,6 +37,7 @@ func TestCountdownCancelled(t *testing.T) {
 		// An existing toleration's tolerationSeconds is the one part of
 		// it an update may change; dropping it tolerates for ever.
 		name: "pod tolerates for ever",
+		ns:   "it-cancel-tolerate",
 		cancel: func(h *harness, _ string, pod *corev1.Pod) {
 			pods := h.c.CoreV1().Pods(pod.Namespace)
 			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -54,11 +57,7 @@ func TestCountdownCancelled(t *testing.T) {
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ns := "it-cancel-taint"
-			if tc.name != "taint removed" {
-				ns = "it-cancel-tolerate"
-			}
-			h := setup(t, ns)
+			h := setup(t, tc.ns)
 			ctrl := h.startController(true, nil)
 			node := h.node("node")
 			pod, err := testenv.CreateBoundPod(h.ctx, h.c, testenv.NewPod(h.ns, "web", tolerate5s), node)
