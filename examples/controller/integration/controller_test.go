@@ -1,0 +1,324 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
+)
+
+// The controller's ServiceAccount and Lease, as deploy/ names them.
+const (
+	saNamespace = "kube-system"
+	saName      = "taintkit-noexecute"
+)
+
+// testTimeout bounds each test. The longest waits about 12 s on the clock;
+// reaching it means something never happened.
+const testTimeout = 60 * time.Second
+
+var rbacOnce struct {
+	sync.Once
+	err error
+}
+
+// applyRBAC applies deploy/'s ServiceAccount and RBAC (not the Deployment:
+// the controller runs in the test process) once per test binary, and waits
+// until the authorizer allows the ServiceAccount each kind of call the
+// controller makes.
+func applyRBAC(ctx context.Context, env *testenv.Env) error {
+	rbacOnce.Do(func() {
+		if _, err := env.ApplyManifests(ctx, "../deploy/serviceaccount.yaml", "../deploy/rbac.yaml"); err != nil {
+			rbacOnce.err = err
+			return
+		}
+		cfg := env.ImpersonatedConfig(saNamespace, saName)
+		for _, attrs := range []authorizationv1.ResourceAttributes{
+			{Verb: "list", Resource: "nodes"},
+			{Verb: "watch", Resource: "pods"},
+			{Verb: "delete", Resource: "pods"},
+			{Verb: "patch", Resource: "pods", Subresource: "status"},
+			{Verb: "create", Resource: "events"},
+			{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: saNamespace},
+			{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: saNamespace, Name: saName},
+		} {
+			if err := testenv.WaitForAccess(ctx, cfg, attrs); err != nil {
+				rbacOnce.err = err
+				return
+			}
+		}
+	})
+	return rbacOnce.err
+}
+
+// harness is one test's view of the cluster: the admin client, its
+// namespace and a context bounded by testTimeout.
+type harness struct {
+	t   *testing.T
+	env *testenv.Env
+	c   kubernetes.Interface
+	ctx context.Context
+	ns  string
+}
+
+// setup creates namespace ns and starts a PodFinaliser (the kubelet
+// stand-in) for it. At the end of the test it deletes the namespace's pods
+// at once and the given nodes, so that the next test's controller does not
+// meet them.
+func setup(t *testing.T, ns string) *harness {
+	t.Helper()
+	env := testenv.Shared(t)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	c := env.Client()
+	require.NoError(t, applyRBAC(ctx, env))
+	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	f, err := testenv.StartPodFinaliser(ctx, c, ns)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, f.Stop(), "the kubelet stand-in failed to finish a deletion") })
+	t.Cleanup(func() {
+		// The test's ctx may be over; cleaning up gets its own.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		zero := int64(0)
+		assert.NoError(t, c.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}))
+		assert.NoError(t, c.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "test-namespace=" + ns}))
+	})
+	return &harness{t: t, env: env, c: c, ctx: ctx, ns: ns}
+}
+
+// node creates a node named after the test's namespace and suffix, labelled
+// for clean-up, with taints.
+func (h *harness) node(suffix string, taints ...corev1.Taint) string {
+	h.t.Helper()
+	name := h.ns + "-" + suffix
+	_, err := testenv.CreateNode(h.ctx, h.c, name, taints...)
+	require.NoError(h.t, err)
+	_, err = h.c.CoreV1().Nodes().Patch(h.ctx, name, types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"test-namespace":"`+h.ns+`"}}}`), metav1.PatchOptions{})
+	require.NoError(h.t, err)
+	return name
+}
+
+// controller is a Run of the controller in this process.
+type controller struct {
+	identity string
+	registry *prometheus.Registry
+	calls    *callRecorder
+
+	mu      sync.Mutex
+	deletes map[types.UID]time.Time // first BeforeDelete per pod UID
+}
+
+// startController runs app.Run as the ServiceAccount until the end of the
+// test, and checks then that it returned nil and that the API server
+// refused none of its calls as forbidden. With leaderElect it returns once
+// the Run holds the Lease (its manager starts right after). beforeDelete,
+// if not nil, is called from Options.BeforeDelete after the controller
+// records the time.
+func (h *harness) startController(leaderElect bool, beforeDelete func(ctx context.Context, pod *corev1.Pod)) *controller {
+	t := h.t
+	t.Helper()
+	ctrl := &controller{
+		registry: prometheus.NewRegistry(),
+		calls:    newCallRecorder(),
+		deletes:  make(map[types.UID]time.Time),
+	}
+	o := app.NewOptions()
+	ctrl.identity = o.Identity
+	o.LeaderElect = leaderElect
+	// Short, so that a lease a crashed test left behind expires quickly;
+	// a released lease is taken at once.
+	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+	o.MetricsBindAddress, o.HealthProbeBindAddress = "127.0.0.1:0", "127.0.0.1:0"
+	o.ShutdownGracePeriod = 5 * time.Second
+	o.Registry = ctrl.registry
+	o.BeforeDelete = func(ctx context.Context, pod *corev1.Pod) {
+		now := time.Now()
+		ctrl.mu.Lock()
+		if _, ok := ctrl.deletes[pod.UID]; !ok {
+			ctrl.deletes[pod.UID] = now
+		}
+		ctrl.mu.Unlock()
+		if beforeDelete != nil {
+			beforeDelete(ctx, pod)
+		}
+	}
+
+	cfg := h.env.ImpersonatedConfig(saNamespace, saName)
+	cfg.WrapTransport = ctrl.calls.wrap
+
+	logger, _ := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx = klog.NewContext(ctx, logger)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, cfg, o) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err, "Run's result after its ctx was cancelled")
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return within 30 s of its ctx being cancelled")
+		}
+		assert.Empty(t, ctrl.calls.forbiddenCalls(), "calls the API server refused the ServiceAccount")
+	})
+	if leaderElect {
+		require.NoError(t, waitForLeader(h.ctx, h.c, ctrl.identity))
+	}
+	return ctrl
+}
+
+// deleteCalled returns when the controller was about to DELETE the pod
+// with uid (its first try), and whether it ever was.
+func (ctrl *controller) deleteCalled(uid types.UID) (time.Time, bool) {
+	ctrl.mu.Lock()
+	defer ctrl.mu.Unlock()
+	at, ok := ctrl.deletes[uid]
+	return at, ok
+}
+
+// evictions returns taintkit_evictions_total{outcome} from the Run's
+// registry.
+func (ctrl *controller) evictions(t *testing.T, outcome string) float64 {
+	t.Helper()
+	return metricValue(t, ctrl.registry, app.MetricEvictions, "outcome", outcome)
+}
+
+func metricValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if label == "" || hasLabel(m, label, value) {
+				switch {
+				case m.Counter != nil:
+					return m.Counter.GetValue()
+				case m.Gauge != nil:
+					return m.Gauge.GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func hasLabel(m *dto.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+// waitForLeader waits until the Lease names identity as its holder.
+func waitForLeader(ctx context.Context, c kubernetes.Interface, identity string) error {
+	sel := fields.OneTermEqualSelector("metadata.name", saName).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return c.CoordinationV1().Leases(saNamespace).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return c.CoordinationV1().Leases(saNamespace).Watch(ctx, o)
+		},
+	}
+	holds := func(obj any) bool {
+		l, ok := obj.(*coordinationv1.Lease)
+		return ok && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == identity
+	}
+	_, err := watchtools.UntilWithSync(ctx, lw, &coordinationv1.Lease{},
+		func(store cache.Store) (bool, error) {
+			for _, obj := range store.List() {
+				if holds(obj) {
+					return true, nil
+				}
+			}
+			return false, nil
+		},
+		func(ev watch.Event) (bool, error) { return ev.Type != watch.Deleted && holds(ev.Object), nil })
+	if err != nil {
+		return fmt.Errorf("waiting for %s to hold the lease: %w", identity, err)
+	}
+	return nil
+}
+
+// callRecorder sees every response the API server gives the controller's
+// clients (the informers', the manager's and the leader election's).
+type callRecorder struct {
+	mu        sync.Mutex
+	forbidden []string
+	conflicts []string      // DELETEs of pods refused with 409 Conflict
+	conflict  chan struct{} // closed at the first of them
+}
+
+func newCallRecorder() *callRecorder { return &callRecorder{conflict: make(chan struct{})} }
+
+func (r *callRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return resp, err
+		}
+		call := req.Method + " " + req.URL.Path
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		switch {
+		case resp.StatusCode == http.StatusForbidden:
+			r.forbidden = append(r.forbidden, call)
+		case resp.StatusCode == http.StatusConflict && req.Method == http.MethodDelete && strings.Contains(req.URL.Path, "/pods/"):
+			if len(r.conflicts) == 0 {
+				close(r.conflict)
+			}
+			r.conflicts = append(r.conflicts, call)
+		}
+		return resp, err
+	})
+}
+
+func (r *callRecorder) forbiddenCalls() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.forbidden...)
+}
+
+func (r *callRecorder) conflictCalls() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.conflicts...)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
