@@ -69,6 +69,7 @@ func TestLeaderKilledDuringCountdown(t *testing.T) {
 		}
 	}
 	deadline := start.Add(toleration)
+	t.Logf("countdown from %v to %v", start, deadline)
 	// The countdown runs under the first leader.
 	leader.waitMetric(ctx, "taintkit_evictions_pending", nil, eq(1))
 

@@ -21,11 +21,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
 )
@@ -92,7 +94,7 @@ type env struct {
 // setup applies the RBAC of deploy/ (not its Deployment), waits until the
 // ServiceAccount may use it, writes a kubeconfig that impersonates it,
 // creates namespace and starts a kubelet stand-in there. ctx ends after
-// timeout.
+// timeout. Cleanup deletes the pods left in namespace.
 func setup(t *testing.T, namespace string, timeout time.Duration) *env {
 	t.Helper()
 	e := testenv.Shared(t)
@@ -119,7 +121,15 @@ func setup(t *testing.T, namespace string, timeout time.Duration) *env {
 	require.NoError(t, err)
 	f, err := testenv.StartPodFinaliser(ctx, c, namespace)
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, f.Stop(), "the kubelet stand-in failed a deletion") })
+	t.Cleanup(func() { assert.NoError(t, f.Stop(), "the kubelet stand-in failed a deletion") })
+	// The API server outlives the test, and so would the pods left in its
+	// namespace: the next test's controller would count them in its queue.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		assert.NoError(t, c.CoreV1().Pods(namespace).DeleteCollection(ctx,
+			metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}))
+	})
 	return &env{Env: e, c: c, ctx: ctx, kubeconfig: kubeconfig}
 }
 
