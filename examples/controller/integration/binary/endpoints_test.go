@@ -21,7 +21,7 @@ import (
 // SIGTERM exits 0 having released the lease for the next replica.
 func TestBinaryEndpointsAndShutdown(t *testing.T) {
 	const ns = "binary"
-	e := setup(t, ns, 2*time.Minute)
+	e := setup(t, ns, 2*time.Minute, nil)
 	ctx, c := e.ctx, e.c
 
 	taint := testenv.NoExecuteTaint("example.com/binary", "true")

@@ -35,7 +35,7 @@ func TestLeaderKilledDuringCountdown(t *testing.T) {
 		// here with room for the load.
 		maxTakeover = 7 * time.Second
 	)
-	e := setup(t, ns, 2*time.Minute)
+	e := setup(t, ns, 2*time.Minute, nil)
 	ctx, c := e.ctx, e.c
 
 	a := startController(t, e, "replica-a", append(leaderFlags, "-v=2")...)

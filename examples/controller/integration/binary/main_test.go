@@ -93,9 +93,10 @@ type env struct {
 
 // setup applies the RBAC of deploy/ (not its Deployment), waits until the
 // ServiceAccount may use it, writes a kubeconfig that impersonates it,
-// creates namespace and starts a kubelet stand-in there. ctx ends after
-// timeout. Cleanup deletes the pods left in namespace.
-func setup(t *testing.T, namespace string, timeout time.Duration) *env {
+// creates namespace and starts a kubelet stand-in there that deletes with
+// finaliser (the administrator's client if nil). ctx ends after timeout.
+// Cleanup deletes the pods left in namespace.
+func setup(t *testing.T, namespace string, timeout time.Duration, finaliser kubernetes.Interface) *env {
 	t.Helper()
 	e := testenv.Shared(t)
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
@@ -119,7 +120,10 @@ func setup(t *testing.T, namespace string, timeout time.Duration) *env {
 
 	_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	f, err := testenv.StartPodFinaliser(ctx, c, namespace)
+	if finaliser == nil {
+		finaliser = c
+	}
+	f, err := testenv.StartPodFinaliser(ctx, finaliser, namespace)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, f.Stop(), "the kubelet stand-in failed a deletion") })
 	// The API server outlives the test, and so would the pods left in its
