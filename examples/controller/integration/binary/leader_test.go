@@ -29,10 +29,10 @@ func TestLeaderKilledDuringCountdown(t *testing.T) {
 		// delivery, the survivor's queue and the DELETE on a loaded 2-core
 		// machine under -race. Never early: the survivor's clock is ours.
 		lateBy = 2 * time.Second
-		// A takeover waits for the lease to expire (4 s after the
-		// survivor last saw it renewed) and then for the survivor's next
-		// try (every 0.5 s, jittered by up to 1.2×): about 4.5 s, bounded
-		// here with room for the load.
+		// A takeover waits for the lease to expire, 4 s after the
+		// survivor last saw it renewed (every 0.5 s), and for the
+		// survivor's next try (every 0.5 s, jittered by up to 1.2×):
+		// 3.5 to 5 s after the kill, bounded here with room for the load.
 		maxTakeover = 7 * time.Second
 	)
 	e := setup(t, ns, 2*time.Minute, nil)
