@@ -1,0 +1,147 @@
+// Package binary_test runs the controller's binary, as a deployment runs it,
+// against a real kube-apiserver and etcd (internal/testenv): the process
+// reads a kubeconfig that acts as the ServiceAccount of deploy/, so the
+// manifests' RBAC is what it is allowed. The tests cover what only a real
+// process shows: leader election between replicas when one is killed, the
+// request rate of the flags under a thousand evictions, the HTTP endpoints,
+// signals and exit codes.
+//
+// The tests run on the real clock: each states its tolerances, and waits on
+// watches (or, for a process's HTTP endpoint, on a bounded retry).
+package binary_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
+)
+
+// The controller's ServiceAccount and Lease, as deploy/ names them.
+const (
+	saNamespace    = "kube-system"
+	saName         = "taintkit-noexecute"
+	leaseNamespace = "kube-system"
+	leaseName      = "taintkit-noexecute"
+)
+
+// controllerBin is the controller built with -race by TestMain, so that the
+// processes the tests start are checked for data races too.
+var controllerBin string
+
+func TestMain(m *testing.M) {
+	bin, err := buildController()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	controllerBin = bin
+	testenv.Main(m, testenv.Options{})
+}
+
+// buildController builds the binary once per test run. testenv.Main exits
+// the process, so a temporary directory could never be removed: the binary
+// goes to a fixed place in the user's cache (next to the kube-apiserver
+// testenv builds), one per checkout, overwritten by every run.
+func buildController() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(wd))
+	dir := filepath.Join(cache, "taintkit", "controller-race-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "controller")
+	begin := time.Now()
+	cmd := exec.Command("go", "build", "-race", "-o", bin, "github.com/taintkit/taintkit/examples/controller")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building the controller: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "binary_test: built the controller with -race in %v\n", time.Since(begin).Round(time.Millisecond))
+	return bin, nil
+}
+
+// env is one test's share of the API server.
+type env struct {
+	*testenv.Env
+	c          kubernetes.Interface
+	ctx        context.Context
+	kubeconfig string // acts as the controller's ServiceAccount
+}
+
+// setup applies the RBAC of deploy/ (not its Deployment), waits until the
+// ServiceAccount may use it, writes a kubeconfig that impersonates it,
+// creates namespace and starts a kubelet stand-in there that deletes with
+// finaliser (the administrator's client if nil). ctx ends after timeout.
+// Cleanup deletes the pods left in namespace.
+func setup(t *testing.T, namespace string, timeout time.Duration, finaliser kubernetes.Interface) *env {
+	t.Helper()
+	e := testenv.Shared(t)
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	t.Cleanup(cancel)
+	c := e.Client()
+
+	_, err := e.ApplyManifests(ctx, "../../deploy/serviceaccount.yaml", "../../deploy/rbac.yaml")
+	require.NoError(t, err)
+	sa := e.ImpersonatedConfig(saNamespace, saName)
+	// The last rules of the manifests; RBAC reaches the authorizer through
+	// a watch, a moment after the apply.
+	for _, attrs := range []authorizationv1.ResourceAttributes{
+		{Verb: "watch", Resource: "pods"},
+		{Verb: "patch", Resource: "pods", Subresource: "status"},
+		{Namespace: leaseNamespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: leaseName},
+	} {
+		require.NoError(t, testenv.WaitForAccess(ctx, sa, attrs))
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, testenv.WriteKubeconfig(kubeconfig, sa))
+
+	_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	if finaliser == nil {
+		finaliser = c
+	}
+	f, err := testenv.StartPodFinaliser(ctx, finaliser, namespace)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, f.Stop(), "the kubelet stand-in failed a deletion") })
+	// The API server outlives the test, and so would the pods left in its
+	// namespace: the next test's controller would count them in its queue.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		assert.NoError(t, c.CoreV1().Pods(namespace).DeleteCollection(ctx,
+			metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}))
+	})
+	return &env{Env: e, c: c, ctx: ctx, kubeconfig: kubeconfig}
+}
+
+// leaderFlags are short leader election durations, so that a takeover
+// takes seconds: Validate wants renew < lease and retry × 1.2 < renew.
+var leaderFlags = []string{
+	"--leader-elect=true",
+	"--leader-elect-lease-duration=4s",
+	"--leader-elect-renew-deadline=3s",
+	"--leader-elect-retry-period=500ms",
+}
