@@ -134,14 +134,15 @@ func (w *podWatch) disruptionTarget() *corev1.PodCondition {
 }
 
 // waitForEvent waits for the manager's TaintManagerEviction event about
-// pod whose message starts with prefix ("Marking for deletion",
+// pod (by UID: an event about a predecessor under the same name does not
+// count) whose message starts with prefix ("Marking for deletion",
 // "Cancelling deletion"), and returns it.
 func (h *harness) waitForEvent(ctx context.Context, pod *corev1.Pod, prefix string) (*corev1.Event, error) {
 	lw := h.eventListWatch(pod.Name)
 	var found *corev1.Event
 	match := func(obj any) bool {
 		e, ok := obj.(*corev1.Event)
-		if ok && strings.HasPrefix(e.Message, prefix) && (e.InvolvedObject.UID == "" || e.InvolvedObject.UID == pod.UID) {
+		if ok && strings.HasPrefix(e.Message, prefix) && e.InvolvedObject.UID == pod.UID {
 			found = e
 			return true
 		}

@@ -41,12 +41,24 @@ type env struct {
 type recorder struct {
 	mu     sync.Mutex
 	events []string
+	refs   []*v1.ObjectReference // the object of each event, in order
 }
 
 func (r *recorder) Eventf(obj runtime.Object, eventtype, reason, format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, fmt.Sprintf("%s %s %s", eventtype, reason, fmt.Sprintf(format, args...)))
+	ref, _ := obj.(*v1.ObjectReference)
+	r.refs = append(r.refs, ref)
+}
+
+// takeRefs returns the objects of the events recorded since the last call.
+func (r *recorder) takeRefs() []*v1.ObjectReference {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	refs := r.refs
+	r.refs = nil
+	return refs
 }
 
 func (r *recorder) take() []string {

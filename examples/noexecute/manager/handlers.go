@@ -36,7 +36,7 @@ func (m *Manager) handleNode(_ context.Context, name string) error {
 		// The short cut of the original: nothing to decide, only cancel.
 		m.countdowns.forgetNode(name)
 		for _, pod := range pods {
-			m.cancel(podKey(pod), "node has no NoExecute taints")
+			m.cancel(podKey(pod), pod.UID, "node has no NoExecute taints")
 			m.handOverIfReplaced(podKey(pod), pod.UID, name)
 		}
 		return nil
@@ -59,7 +59,7 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 	pod, err := m.cfg.GetPod(u.Namespace, u.Name)
 	switch {
 	case apierrors.IsNotFound(err):
-		m.cancel(u.key(), "pod deleted")
+		m.cancel(u.key(), "", "pod deleted")
 		m.handOverIfReplaced(u.key(), "", u.NodeName)
 		return nil
 	case err != nil:
@@ -82,7 +82,7 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 	}
 	if len(taints) == 0 {
 		m.countdowns.forgetNode(u.NodeName)
-		m.cancel(u.key(), "node has no NoExecute taints")
+		m.cancel(u.key(), pod.UID, "node has no NoExecute taints")
 	} else {
 		now := m.clock.Now()
 		m.countdowns.observeTaints(u.NodeName, taints, now)
@@ -132,7 +132,7 @@ func (m *Manager) reconcile(pod *v1.Pod, nodeName string, taints []v1.Taint, now
 	}
 	d := m.cfg.Matcher.Decide(taints, pod.Spec.Tolerations, boundAt, now)
 	if d.Action == tolerations.Never {
-		m.cancel(key, "pod tolerates the node's NoExecute taints forever")
+		m.cancel(key, pod.UID, "pod tolerates the node's NoExecute taints forever")
 		return
 	}
 	at, taint := d.At, m.countdowns.taintHash(&d.Taint)
@@ -184,16 +184,16 @@ func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time
 	}
 }
 
-// cancel cancels the scheduled eviction of key, if any, with an event, and
-// forgets its countdown.
-func (m *Manager) cancel(key types.NamespacedName, why string) {
+// cancel cancels the scheduled eviction of key, if any, with an event about
+// the pod uid (empty if the pod is gone), and forgets its countdown.
+func (m *Manager) cancel(key types.NamespacedName, uid types.UID, why string) {
 	m.countdowns.forgetPod(key)
 	if !m.evictions.CancelWork(key) {
 		return
 	}
 	m.stats.cancelled.Add(1)
 	m.log.V(2).Info("Cancelling deletion", "pod", key, "reason", why)
-	m.event(key, "", "Cancelling deletion of Pod %s", key)
+	m.event(key, uid, "Cancelling deletion of Pod %s", key)
 }
 
 // event records a Normal TaintManagerEviction event about the pod key.

@@ -616,3 +616,35 @@ func TestWaitIdle(t *testing.T) {
 		assert.Equal(t, 0, e.c.NumPods())
 	})
 }
+
+// Every event about a pod the manager has read names the pod by UID too, so
+// that an event (kubectl describe, an events watch with a field selector on
+// involvedObject.uid) is found for the pod it was about and not for a pod
+// recreated under the same name.
+func TestEventsCarryThePodUID(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		cancel func(e *env)
+	}{
+		{"taint removed", func(e *env) { e.untaint("n1") }},
+		{"pod now tolerates forever", func(e *env) { e.setTolerations("t300", tolerating(-1)) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t)
+				e.addNode("n1")
+				e.addPod("t300", "n1", tolerating(300))
+				uid := e.pod("t300").UID
+				require.NotEmpty(t, uid)
+				e.taint("n1")
+				e.step(100 * time.Second)
+				e.rec.takeRefs()
+				c.cancel(e)
+				assert.Equal(t, []string{"Normal TaintManagerEviction Cancelling deletion of Pod default/t300"}, e.rec.take())
+				refs := e.rec.takeRefs()
+				require.Len(t, refs, 1)
+				assert.Equal(t, uid, refs[0].UID, "the Cancelling deletion event does not name the pod's UID")
+			})
+		})
+	}
+}
