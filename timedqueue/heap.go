@@ -27,6 +27,7 @@ type entry[K comparable] struct {
 	fireNs     int32
 	attempts   int32 // failed attempts so far
 	state      uint8
+	deferred   bool  // an attempt returned RetryAt: next is not FireAt though attempts may be 0
 	createdLoc uint8 // index into store.locs, or locOverflow: see store.xlocs
 	fireLoc    uint8
 }
@@ -137,7 +138,7 @@ func (s *store[K]) live(n hnode) bool {
 func (s *store[K]) nextAt(i int32) instant {
 	e := &s.slab[i]
 	switch {
-	case e.attempts == 0:
+	case e.attempts == 0 && !e.deferred:
 		return instant{e.fireSec, e.fireNs}
 	case saturated(e.next):
 		return s.xnext[i]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -219,7 +220,7 @@ func (q *TimedWorkerQueue[K]) Reschedule(key K, createdAt, fireAt time.Time) err
 			delete(q.s.xnext, i) // Attempts is reset: NextAttempt is FireAt
 		}
 		q.s.setTimes(i, createdAt, fireAt)
-		e.attempts = 0
+		e.attempts, e.deferred = 0, false
 		e.seq = q.s.nextSeq() // a new schedule: ordered after earlier ones with the same time
 		e.next = unixNano(fireAt)
 		if e.state == stateWaiting {
@@ -340,12 +341,28 @@ func (q *TimedWorkerQueue[K]) snapshotLocked(i int32) TimedWorker[K] {
 		Attempts:  int(e.attempts),
 		Running:   e.state == stateRunning,
 	}
-	if e.attempts == 0 {
+	if e.attempts == 0 && !e.deferred {
 		w.NextAttempt = w.FireAt
 	} else {
 		w.NextAttempt = q.s.nextAt(i).time(q.s.fireLocation(i))
 	}
 	return w
+}
+
+// AppendWorkers appends a snapshot of every live schedule (pending, running
+// or backing off; not withdrawn attempts) to dst and returns the extended
+// slice, in no particular order. It holds the queue's lock for O(n): it is
+// for inspection (a debug endpoint, a test), not for a hot path.
+func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[K] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	dst = slices.Grow(dst, q.s.idx.len())
+	for i := range q.s.slab {
+		if q.s.slab[i].state != stateFree {
+			dst = append(dst, q.snapshotLocked(int32(i)))
+		}
+	}
+	return dst
 }
 
 // Len returns the number of live schedules.

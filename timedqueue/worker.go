@@ -52,6 +52,8 @@ const (
 	outcomeRetry
 	outcomeFinal
 	outcomeWithdrawnFailed
+	outcomeDeferred     // the work func returned RetryAt
+	outcomeDeferDropped // RetryAt after Shutdown: the schedule is dropped
 )
 
 // pumpLocked brings the queue up to date with its clock: it expires timed-out
@@ -196,7 +198,7 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now reading, a *attempt[K]) *
 	if a == nil {
 		a = new(attempt[K])
 	}
-	*a = attempt[K]{key: e.key, idx: i, seq: e.seq, first: e.attempts == 0, tpos: -1}
+	*a = attempt[K]{key: e.key, idx: i, seq: e.seq, first: e.attempts == 0 && !e.deferred, tpos: -1}
 	if a.first {
 		a.late = now.at.secondsSince(instant{e.fireSec, e.fireNs})
 	}
@@ -395,12 +397,30 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		if i, ok := s.idx.get(s.slab, a.key); ok && s.slab[i].state == stateBlocked {
 			s.push(i)
 		}
-		if err != nil {
+		if err != nil && retryAtOf(err) == nil {
 			o.kind, o.err = outcomeWithdrawnFailed, err
 		}
 	case err == nil:
 		s.idx.delete(s.slab, a.key)
 		s.release(a.idx)
+	case retryAtOf(err) != nil:
+		// Not a failure: no attempt is counted and no hook is called.
+		if q.closed {
+			s.idx.delete(s.slab, a.key)
+			s.release(a.idx)
+			d.drops++
+			o.kind, o.err = outcomeDeferDropped, err
+			break
+		}
+		e.deferred = true
+		at := instantOf(retryAtOf(err).at)
+		if at.before(now.at) {
+			at = now.at
+		}
+		s.setNext(a.idx, at)
+		s.push(a.idx)
+		d.pending++
+		o.kind, o.err = outcomeDeferred, err
 	default:
 		e.attempts++
 		if !q.closed && !IsPermanent(err) && int(e.attempts) < q.retry.MaxAttempts {
@@ -476,6 +496,10 @@ func (q *TimedWorkerQueue[K]) report(o *outcome[K]) {
 		q.log.Error(o.err, "Work failed; giving up", "key", o.key, "attempts", o.w.Attempts, "permanent", IsPermanent(o.err))
 	case outcomeWithdrawnFailed:
 		q.log.V(2).Info("Withdrawn work failed; not retried", "key", o.key, "err", o.err)
+	case outcomeDeferred:
+		q.log.V(4).Info("Work deferred", "key", o.key, "until", retryAtOf(o.err).at, "reason", errors.Unwrap(retryAtOf(o.err)))
+	case outcomeDeferDropped:
+		q.log.V(2).Info("Deferred work dropped at shutdown", "key", o.key)
 	}
 }
 
