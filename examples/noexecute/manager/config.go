@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -81,6 +83,41 @@ type Config struct {
 	// update.
 	EvictionRetry timedqueue.RetryPolicy
 
+	// UseEvictionAPI evicts pods through the Eviction API, which honours
+	// PodDisruptionBudgets, instead of deleting them; Client must implement
+	// [PodEvicter]. The API server sets the DisruptionTarget condition
+	// itself, so the manager does not set it first. An eviction a budget
+	// refuses is not a failure: it is retried with the backoff of
+	// EvictionRetry (whose MaxAttempts it does not use up), each retry
+	// deciding afresh, holding no eviction slot while it waits, and its
+	// deadline stays. False: delete directly, as upstream.
+	UseEvictionAPI bool
+	// EvictionFallbackAfter is, with UseEvictionAPI, how long past its
+	// deadline an eviction a budget refuses is retried before the pod is
+	// deleted directly (with an event and a count in [Stats].FallbackDeleted).
+	// Zero means never: the eviction is retried until a budget allows it or
+	// the pod no longer has to go.
+	EvictionFallbackAfter time.Duration
+	// EvictionRate is the eviction budget: at most this many evictions
+	// (delete or Eviction API calls) start per second, on Clock, with bursts
+	// of EvictionBurst. Due evictions wait for a token in deadline order,
+	// holding no eviction slot. Zero means no limit.
+	EvictionRate float64
+	// EvictionBurst is the eviction budget's burst. Zero means 1.
+	EvictionBurst int
+	// EvictionRatePerNamespace gives each namespace a budget of its own
+	// (EvictionRate and EvictionBurst each): one namespace's wait never
+	// holds back another's.
+	EvictionRatePerNamespace bool
+	// DryRun decides, schedules, waits for budgets and counts as for real,
+	// but never writes to a pod: where a real run would delete or evict, it
+	// records a "would delete" event, once per pod UID, and counts it in
+	// [Stats].DryRun.
+	DryRun bool
+	// Metrics, if not nil, receives the manager's delay and wait
+	// observations.
+	Metrics Metrics
+
 	// QueueMetrics, if not nil, receives the metrics of the eviction queue,
 	// named "noexecute-evictions".
 	QueueMetrics timedqueue.MetricsProvider
@@ -109,6 +146,17 @@ func (c *Config) validate() error {
 		return fmt.Errorf("manager: Shards must not be negative, got %d", c.Shards)
 	case c.MaxConcurrentEvictions < 0:
 		return fmt.Errorf("manager: MaxConcurrentEvictions must not be negative, got %d", c.MaxConcurrentEvictions)
+	case c.EvictionFallbackAfter < 0:
+		return fmt.Errorf("manager: EvictionFallbackAfter must not be negative, got %v", c.EvictionFallbackAfter)
+	case c.EvictionRate < 0 || math.IsNaN(c.EvictionRate) || math.IsInf(c.EvictionRate, 0):
+		return fmt.Errorf("manager: EvictionRate must be a finite number ≥ 0, got %v", c.EvictionRate)
+	case c.EvictionBurst < 0:
+		return fmt.Errorf("manager: EvictionBurst must not be negative, got %d", c.EvictionBurst)
+	}
+	if c.UseEvictionAPI {
+		if _, ok := c.Client.(PodEvicter); !ok {
+			return fmt.Errorf("manager: UseEvictionAPI needs a Client that implements PodEvicter; %T does not", c.Client)
+		}
 	}
 	return nil
 }
