@@ -30,7 +30,21 @@ func (p podUpdate) key() types.NamespacedName {
 
 // Stats counts what a Manager has done since New. All counts only grow.
 type Stats struct {
-	Evicted     int64 // pods deleted by an eviction
+	Evicted int64 // pods removed by an eviction: Deleted + EvictedByAPI + FallbackDeleted
+	Deleted int64 // pods deleted directly (UseEvictionAPI off)
+	// EvictedByAPI counts pods evicted through the Eviction API.
+	EvictedByAPI int64
+	// FallbackDeleted counts pods deleted directly after a disruption budget
+	// refused their eviction past EvictionFallbackAfter.
+	FallbackDeleted int64
+	// Refused counts evictions a disruption budget refused (each is
+	// retried: one pod may be refused many times).
+	Refused int64
+	// DryRun counts the pods a dry run would have removed, once per UID.
+	DryRun int64
+	// BudgetWaits counts evictions that waited for an eviction budget's
+	// token.
+	BudgetWaits int64
 	Gone        int64 // evictions that found the pod already deleted
 	Terminating int64 // evictions skipped because the pod was terminating
 	Rescheduled int64 // evictions that fired early (the pod changed) and were handed back to a handler
@@ -40,7 +54,8 @@ type Stats struct {
 }
 
 type stats struct {
-	evicted, gone, terminating, rescheduled, dropped, cancelled, failed atomic.Int64
+	evicted, gone, terminating, rescheduled, dropped, cancelled, failed  atomic.Int64
+	deleted, evictedByAPI, fallbackDeleted, refused, dryRun, budgetWaits atomic.Int64
 }
 
 // Manager evicts pods from nodes with NoExecute taints they do not tolerate.
@@ -201,13 +216,19 @@ func (m *Manager) PodUpdated(old, new *v1.Pod) {
 // Stats returns what the manager has done so far.
 func (m *Manager) Stats() Stats {
 	return Stats{
-		Evicted:     m.stats.evicted.Load(),
-		Gone:        m.stats.gone.Load(),
-		Terminating: m.stats.terminating.Load(),
-		Rescheduled: m.stats.rescheduled.Load(),
-		Dropped:     m.stats.dropped.Load(),
-		Cancelled:   m.stats.cancelled.Load(),
-		Failed:      m.stats.failed.Load(),
+		Evicted:         m.stats.evicted.Load(),
+		Deleted:         m.stats.deleted.Load(),
+		EvictedByAPI:    m.stats.evictedByAPI.Load(),
+		FallbackDeleted: m.stats.fallbackDeleted.Load(),
+		Refused:         m.stats.refused.Load(),
+		DryRun:          m.stats.dryRun.Load(),
+		BudgetWaits:     m.stats.budgetWaits.Load(),
+		Gone:            m.stats.gone.Load(),
+		Terminating:     m.stats.terminating.Load(),
+		Rescheduled:     m.stats.rescheduled.Load(),
+		Dropped:         m.stats.dropped.Load(),
+		Cancelled:       m.stats.cancelled.Load(),
+		Failed:          m.stats.failed.Load(),
 	}
 }
 
