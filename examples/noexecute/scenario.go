@@ -212,7 +212,7 @@ func (s *scenario) report(pod types.NamespacedName, format string, args ...any) 
 // Eventf makes the scenario the manager's EventRecorder.
 func (s *scenario) Eventf(obj runtime.Object, _, reason, format string, args ...any) {
 	ref := obj.(*v1.ObjectReference)
-	s.report(types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, "  event   %s: %s", reason, fmt.Sprintf(format, args...))
+	s.report(types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, "  event   %s %s: %s", ref.Name, reason, fmt.Sprintf(format, args...))
 }
 
 func (s *scenario) podChanged(old, new *v1.Pod) {

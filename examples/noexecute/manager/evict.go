@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,10 +15,23 @@ import (
 	"github.com/taintkit/taintkit/tolerations"
 )
 
+// errWaitingForBudget is the reason of an eviction's wait for a token.
+var errWaitingForBudget = errors.New("manager: waiting for the eviction budget")
+
 // evict is the eviction queue's work func: it runs when the eviction of key
 // is due, and again (with backoff) after each failure it returns. It decides
 // again from the current pod and node before deleting anything.
 func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err error) {
+	defer func() {
+		switch {
+		case err == nil:
+			// The eviction ended: the pod went, or no longer has to.
+			m.budgets.release(key, m.clock.Now())
+			m.status.forget(key)
+		case !errors.Is(err, errWaitingForBudget):
+			m.status.failed(key, err, false)
+		}
+	}()
 	pod, err := m.cfg.GetPod(key.Namespace, key.Name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -68,7 +82,7 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 		}
 		m.stats.dropped.Add(1)
 		m.log.V(2).Info("Eviction no longer due, dropping it", "pod", key)
-		m.event(key, pod.UID, "Cancelling deletion of Pod %s", key)
+		m.event(key, pod.UID, v1.EventTypeNormal, "Cancelling deletion of Pod %s", key)
 		return nil
 	case d.Action == tolerations.EvictAt && owed:
 		reason = fmt.Sprintf("deadline %s kept (tolerations now allow %s)",
@@ -87,29 +101,56 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 		return nil
 	}
 
-	m.log.V(2).Info("Deleting pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason)
-	// Recorded on every attempt, retries included, as each attempt decides
-	// afresh that the pod must go (a retry may be for a recreated pod).
-	m.event(key, pod.UID, "Marking for deletion Pod %s", key)
-	// Say why the pod goes before it goes, as Kubernetes does, so that the
-	// pod's owner (a Job's pod failure policy, say) can tell.
-	err = m.cfg.Client.SetPodCondition(ctx, key.Namespace, key.Name, pod.UID, v1.PodCondition{
-		Type:    v1.DisruptionTarget,
-		Status:  v1.ConditionTrue,
-		Reason:  tolerations.ReasonDeletionByTaintManager,
-		Message: "Taint manager: deleting due to NoExecute taint",
-	})
-	if err == nil {
-		// The UID precondition makes the delete a no-op for a pod recreated
-		// under the same name since we read it: that pod is someone else.
-		uid := pod.UID
-		err = m.cfg.Client.DeletePod(ctx, key.Namespace, key.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &uid},
-		})
+	// The pod must go. Its deadline is the schedule's FireAt, which waits
+	// and refusals never move.
+	deadline := now
+	if w, found := m.evictions.GetWorker(key); found {
+		deadline = w.FireAt
+	}
+	if ok, waited, until, first := m.budgets.take(key, deadline, now); !ok {
+		if first {
+			m.stats.budgetWaits.Add(1)
+			m.log.V(2).Info("Waiting for the eviction budget", "pod", key, "deadline", deadline, "until", until)
+		}
+		return timedqueue.RetryAt(until, errWaitingForBudget)
+	} else if waited > 0 && m.cfg.Metrics != nil {
+		m.cfg.Metrics.BudgetWait(waited.Seconds())
+	}
+
+	if m.cfg.DryRun {
+		m.wouldDelete(key, pod, deadline, now, reason)
+		return nil
+	}
+	fallback := false
+	if m.cfg.UseEvictionAPI {
+		var retryAt time.Time
+		retryAt, fallback, err = m.evictThroughAPI(ctx, key, pod, deadline, now, reason)
+		if !retryAt.IsZero() {
+			return timedqueue.RetryAt(retryAt, err)
+		}
+	}
+	if !m.cfg.UseEvictionAPI || fallback {
+		m.log.V(2).Info("Deleting pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason)
+		if !fallback {
+			// Recorded on every attempt, retries included, as each attempt
+			// decides afresh that the pod must go (a retry may be for a
+			// recreated pod).
+			m.event(key, pod.UID, v1.EventTypeNormal, "Marking for deletion Pod %s", key)
+		}
+		err = m.deletePod(ctx, key, pod)
 	}
 	switch {
 	case err == nil:
 		m.stats.evicted.Add(1)
+		switch {
+		case fallback:
+			m.stats.fallbackDeleted.Add(1)
+		case m.cfg.UseEvictionAPI:
+			m.stats.evictedByAPI.Add(1)
+		default:
+			m.stats.deleted.Add(1)
+		}
+		m.observeDelay(deadline, now)
 	case apierrors.IsNotFound(err):
 		m.stats.gone.Add(1)
 	case apierrors.IsConflict(err):
@@ -127,9 +168,108 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	return nil
 }
 
+// deletePod sets the pod's DisruptionTarget condition and deletes it, both
+// only if it is still the pod with the UID read.
+func (m *Manager) deletePod(ctx context.Context, key types.NamespacedName, pod *v1.Pod) error {
+	// Say why the pod goes before it goes, as Kubernetes does, so that the
+	// pod's owner (a Job's pod failure policy, say) can tell.
+	err := m.cfg.Client.SetPodCondition(ctx, key.Namespace, key.Name, pod.UID, v1.PodCondition{
+		Type:    v1.DisruptionTarget,
+		Status:  v1.ConditionTrue,
+		Reason:  tolerations.ReasonDeletionByTaintManager,
+		Message: "Taint manager: deleting due to NoExecute taint",
+	})
+	if err != nil {
+		return err
+	}
+	// The UID precondition makes the delete a no-op for a pod recreated
+	// under the same name since we read it: that pod is someone else.
+	return m.cfg.Client.DeletePod(ctx, key.Namespace, key.Name, uidPrecondition(pod.UID))
+}
+
+// evictThroughAPI evicts the pod through the Eviction API. If a disruption
+// budget refuses, it returns when to try again (a refusal is not a failure),
+// or, once the fallback deadline has passed, fallback: delete the pod
+// directly. Otherwise it returns the API's error.
+func (m *Manager) evictThroughAPI(ctx context.Context, key types.NamespacedName, pod *v1.Pod, deadline, now time.Time, reason any) (retryAt time.Time, fallback bool, err error) {
+	st := m.status.get(key)
+	m.log.V(2).Info("Evicting pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason, "refusals", st.refusals)
+	if st.refusals == 0 {
+		m.event(key, pod.UID, v1.EventTypeNormal, "Marking for deletion Pod %s", key)
+	}
+	// The API server sets DisruptionTarget itself when it evicts; setting it
+	// before a request that may be refused would mark a pod that stays.
+	err = m.cfg.Client.(PodEvicter).EvictPod(ctx, key.Namespace, key.Name, uidPrecondition(pod.UID))
+	if !IsRefusedByBudget(err) {
+		return time.Time{}, false, err
+	}
+	m.stats.refused.Add(1)
+	refusals := m.status.failed(key, err, true)
+	after := m.cfg.EvictionFallbackAfter
+	hard := deadline.Add(after)
+	if after > 0 && !now.Before(hard) {
+		m.log.Info("Eviction refused by a disruption budget past the fallback deadline; deleting the pod", "pod", key, "deadline", deadline, "refusals", refusals)
+		m.event(key, pod.UID, v1.EventTypeWarning, "Deleting Pod %s: its eviction was refused by a disruption budget for %s past its deadline %s",
+			key, now.Sub(deadline).Round(time.Millisecond), deadline.Format(time.RFC3339))
+		return time.Time{}, true, nil
+	}
+	retryAt = now.Add(m.refusalBackoff(refusals))
+	if after > 0 && retryAt.After(hard) {
+		retryAt = hard // the fallback is not late for a long backoff
+	}
+	m.log.V(2).Info("Eviction refused by a disruption budget; will retry", "pod", key, "refusals", refusals, "retryAt", retryAt, "err", err.Error())
+	if refusals == 1 {
+		fb := "never falls back to deleting it"
+		if after > 0 {
+			fb = "falls back to deleting it at " + hard.Format(time.RFC3339)
+		}
+		m.event(key, pod.UID, v1.EventTypeWarning, "Eviction of Pod %s refused by a disruption budget; retrying, %s", key, fb)
+	}
+	return retryAt, false, err
+}
+
+// refusalBackoff returns the wait after the n-th refusal: EvictionRetry's
+// backoff, doubling from InitialBackoff up to MaxBackoff.
+func (m *Manager) refusalBackoff(n int) time.Duration {
+	d, limit := m.cfg.EvictionRetry.InitialBackoff, m.cfg.EvictionRetry.MaxBackoff
+	if d <= 0 {
+		d = timedqueue.DefaultInitialBackoff
+	}
+	if limit <= 0 {
+		limit = max(timedqueue.DefaultMaxBackoff, d)
+	}
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// wouldDelete is a dry run's deletion: an event and a count, once per pod UID.
+func (m *Manager) wouldDelete(key types.NamespacedName, pod *v1.Pod, deadline, now time.Time, reason any) {
+	if !m.status.firstDryRun(key, pod.UID) {
+		return
+	}
+	m.stats.dryRun.Add(1)
+	m.observeDelay(deadline, now)
+	m.log.V(2).Info("Dry run: would delete pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason)
+	m.event(key, pod.UID, v1.EventTypeNormal, "Would delete Pod %s (dry run)", key)
+}
+
+func (m *Manager) observeDelay(deadline, now time.Time) {
+	if m.cfg.Metrics != nil {
+		m.cfg.Metrics.EvictionDelay(max(now.Sub(deadline), 0).Seconds())
+	}
+}
+
+func uidPrecondition(uid types.UID) metav1.DeleteOptions {
+	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+}
+
 // evictionFailed is the eviction queue's failure hook: the retries of an
 // eviction ran out. The pod stays until its next update decides again.
 func (m *Manager) evictionFailed(w timedqueue.TimedWorker[types.NamespacedName], err error) {
 	m.stats.failed.Add(1)
+	m.status.forget(w.Key)
+	m.budgets.release(w.Key, m.clock.Now())
 	m.log.Error(err, "Giving up evicting pod", "pod", w.Key, "attempts", w.Attempts)
 }

@@ -148,9 +148,39 @@ func (m *Manager) reconcile(pod *v1.Pod, nodeName string, taints []v1.Taint, now
 	default:
 		m.log.V(4).Info("Pod tolerates the node's NoExecute taints until", "pod", key, "node", nodeName, "at", at, "taint", d.Taint.ToString())
 	}
+	if e.at != at.UnixNano() {
+		m.countdownStarted(key, pod, d, at)
+	}
 	e.at, e.taint = at.UnixNano(), taint
 	m.countdowns.setPod(key, e)
 	m.schedule(key, now, at, now)
+}
+
+// countdownStarted records the event that makes a countdown visible: when
+// the pod goes and why. It is recorded when a deadline is set or moved, not
+// when a decision repeats one.
+func (m *Manager) countdownStarted(key types.NamespacedName, pod *v1.Pod, d tolerations.Decision, at time.Time) {
+	if m.cfg.Recorder == nil {
+		return
+	}
+	when := at.UTC().Format(time.RFC3339Nano)
+	if d.Untolerated {
+		m.event(key, pod.UID, v1.EventTypeNormal, "Scheduled for deletion at %s: taint %s not tolerated", when, d.Taint.ToString())
+		return
+	}
+	for i := range pod.Spec.Tolerations {
+		t := &pod.Spec.Tolerations[i]
+		if !m.cfg.Matcher.ToleratesTaint(t, &d.Taint) {
+			continue
+		}
+		if t.TolerationSeconds != nil { // the toleration Decide used
+			m.event(key, pod.UID, v1.EventTypeNormal, "Scheduled for deletion at %s: taint %s not tolerated after %d s",
+				when, d.Taint.ToString(), max(*t.TolerationSeconds, 0))
+			return
+		}
+		break
+	}
+	m.event(key, pod.UID, v1.EventTypeNormal, "Scheduled for deletion at %s: taint %s", when, d.Taint.ToString())
 }
 
 // schedule makes sure the eviction of key is scheduled at fireAt, decided
@@ -188,21 +218,29 @@ func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time
 // the pod uid (empty if the pod is gone), and forgets its countdown.
 func (m *Manager) cancel(key types.NamespacedName, uid types.UID, why string) {
 	m.countdowns.forgetPod(key)
-	if !m.evictions.CancelWork(key) {
+	if uid == "" {
+		m.status.forgetDryRun(key) // the pod is gone
+	}
+	cancelled := m.evictions.CancelWork(key)
+	if cancelled || uid == "" {
+		m.budgets.release(key, m.clock.Now())
+		m.status.forget(key)
+	}
+	if !cancelled {
 		return
 	}
 	m.stats.cancelled.Add(1)
 	m.log.V(2).Info("Cancelling deletion", "pod", key, "reason", why)
-	m.event(key, uid, "Cancelling deletion of Pod %s", key)
+	m.event(key, uid, v1.EventTypeNormal, "Cancelling deletion of Pod %s", key)
 }
 
 // event records a Normal TaintManagerEviction event about the pod key.
-func (m *Manager) event(key types.NamespacedName, uid types.UID, format string, args ...any) {
+func (m *Manager) event(key types.NamespacedName, uid types.UID, eventtype, format string, args ...any) {
 	if m.cfg.Recorder == nil {
 		return
 	}
 	ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: key.Namespace, Name: key.Name, UID: uid}
-	m.cfg.Recorder.Eventf(ref, v1.EventTypeNormal, tolerations.EventReasonTaintManagerEviction, format, args...)
+	m.cfg.Recorder.Eventf(ref, eventtype, tolerations.EventReasonTaintManagerEviction, format, args...)
 }
 
 func podKey(pod *v1.Pod) types.NamespacedName {

@@ -70,6 +70,8 @@ type Manager struct {
 	evictions  *timedqueue.TimedWorkerQueue[types.NamespacedName]
 
 	countdowns *countdowns
+	budgets    *budgets // nil: no eviction budget
+	status     *statuses
 	idle       *idleTracker // nil unless Config.TrackIdle
 	stats      stats
 	started    atomic.Bool
@@ -83,7 +85,8 @@ func New(cfg Config) (*Manager, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, clock: cfg.Clock, countdowns: newCountdowns()}
+	m := &Manager{cfg: cfg, clock: cfg.Clock, countdowns: newCountdowns(), status: newStatuses(),
+		budgets: newBudgets(cfg.EvictionRate, cfg.EvictionBurst, cfg.EvictionRatePerNamespace)}
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
 	}

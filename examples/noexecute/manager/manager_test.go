@@ -43,7 +43,11 @@ func TestTaintEvictsByToleration(t *testing.T) {
 		assert.True(t, e.exists("t300"))
 		assert.True(t, e.exists("forever"))
 		assert.True(t, e.exists("other-node"))
-		assert.Equal(t, []string{"Normal TaintManagerEviction Marking for deletion Pod default/none"}, e.rec.take())
+		assert.Equal(t, []string{
+			"Normal TaintManagerEviction Scheduled for deletion at 2025-01-01T00:00:00Z: taint node.kubernetes.io/unreachable:NoExecute not tolerated",
+			"Normal TaintManagerEviction Scheduled for deletion at 2025-01-01T00:05:00Z: taint node.kubernetes.io/unreachable:NoExecute not tolerated after 300 s",
+			"Normal TaintManagerEviction Marking for deletion Pod default/none",
+		}, e.rec.take(), "countdowns are visible, each once")
 		w, ok := e.manager().ScheduledEviction("default", "t300")
 		require.True(t, ok)
 		assert.Equal(t, t0.Add(300*time.Second), w.FireAt)
@@ -83,6 +87,7 @@ func TestTaintRemovedBeforeExpiryCancels(t *testing.T) {
 		e.addPod("t300", "n1", tolerating(300))
 		e.taint("n1")
 		e.step(100 * time.Second)
+		assert.Equal(t, []string{"Normal TaintManagerEviction Scheduled for deletion at 2025-01-01T00:05:00Z: taint node.kubernetes.io/unreachable:NoExecute not tolerated after 300 s"}, e.rec.take())
 		e.untaint("n1")
 		assert.Equal(t, []string{"Normal TaintManagerEviction Cancelling deletion of Pod default/t300"}, e.rec.take())
 		_, ok := e.manager().ScheduledEviction("default", "t300")
@@ -218,6 +223,7 @@ func TestNodeDeletedCancelsEvictions(t *testing.T) {
 		e.addPod("t300", "n1", tolerating(300))
 		e.taint("n1")
 		require.Equal(t, 1, e.manager().ScheduledEvictions())
+		assert.Equal(t, []string{"Normal TaintManagerEviction Scheduled for deletion at 2025-01-01T00:05:00Z: taint node.kubernetes.io/unreachable:NoExecute not tolerated after 300 s"}, e.rec.take())
 		require.NoError(t, e.c.DeleteNode("n1"))
 		e.settle()
 		assert.Equal(t, 0, e.manager().ScheduledEvictions())
@@ -488,6 +494,7 @@ func TestEventFiltering(t *testing.T) {
 		e.addNode("n1")
 		e.addPod("p", "n1", tolerating(300))
 		e.taint("n1")
+		assert.Equal(t, []string{"Normal TaintManagerEviction Scheduled for deletion at 2025-01-01T00:05:00Z: taint node.kubernetes.io/unreachable:NoExecute not tolerated after 300 s"}, e.rec.take())
 		m := e.manager()
 		// Changes the manager ignores: labels, NoSchedule taints, status.
 		n, err := e.c.GetNode("n1")
@@ -638,6 +645,7 @@ func TestEventsCarryThePodUID(t *testing.T) {
 				require.NotEmpty(t, uid)
 				e.taint("n1")
 				e.step(100 * time.Second)
+				assert.Equal(t, []string{"Normal TaintManagerEviction Scheduled for deletion at 2025-01-01T00:05:00Z: taint node.kubernetes.io/unreachable:NoExecute not tolerated after 300 s"}, e.rec.take())
 				e.rec.takeRefs()
 				c.cancel(e)
 				assert.Equal(t, []string{"Normal TaintManagerEviction Cancelling deletion of Pod default/t300"}, e.rec.take())

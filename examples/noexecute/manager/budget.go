@@ -1,0 +1,186 @@
+package manager
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// budgets is the eviction budget: a token bucket per namespace, or one for
+// all, on the manager's clock. A due eviction takes a token before it writes
+// anything; without one it waits in the eviction queue (timedqueue.RetryAt),
+// holding no eviction slot, until the time of the token reserved for it.
+//
+// Tokens go in deadline order within a bucket. An eviction that finds no
+// token reserves the next one (rate.Limiter.ReserveN with explicit times);
+// reservations are kept as slots sorted by time. Evictions start in the queue's
+// NextAttempt order, which is deadline order, but two that start at once on
+// two workers may reserve in either order; so a new reservation moves ahead of
+// every later-deadline one whose slot has not come yet, taking its slot
+// (the times stay where they are; the holders change places). A holder moved
+// later finds, when it wakes at its old time, that its slot is later and
+// waits again. None is lost: a slot is removed only when its holder takes it
+// or is released (its eviction ended another way); and none starves: slots are
+// handed out in time order and a newcomer only ever overtakes later deadlines.
+//
+// Memory: a slot per waiting eviction, and a bucket per namespace with
+// waiting evictions or a bucket not yet full again; an idle, full bucket is
+// dropped.
+type budgets struct {
+	limit rate.Limit
+	burst int
+	perNS bool
+
+	mu      sync.Mutex
+	buckets map[string]*bucket
+	holders map[types.NamespacedName]*slot
+}
+
+type bucket struct {
+	lim   *rate.Limiter
+	slots []*slot // sorted by at
+}
+
+// slot is a reserved token: at is its time, res the limiter's reservation;
+// key, deadline and since are its current holder's.
+type slot struct {
+	at       time.Time
+	res      *rate.Reservation
+	key      types.NamespacedName
+	deadline time.Time
+	since    time.Time // when the holder first waited
+	b        *bucket
+}
+
+// newBudgets returns the budgets of r evictions per second with bursts of
+// burst, or nil (no limit) if r is 0.
+func newBudgets(r float64, burst int, perNamespace bool) *budgets {
+	if r == 0 {
+		return nil
+	}
+	return &budgets{
+		limit:   rate.Limit(r),
+		burst:   max(burst, 1),
+		perNS:   perNamespace,
+		buckets: make(map[string]*bucket),
+		holders: make(map[types.NamespacedName]*slot),
+	}
+}
+
+// take asks for a token for the eviction of key, due at deadline. It returns
+// ok if the eviction may go now, with how long it waited (0 if it did not);
+// otherwise the time to ask again, and whether this is the first time it
+// waits. A nil *budgets always says ok.
+func (b *budgets) take(key types.NamespacedName, deadline, now time.Time) (ok bool, waited time.Duration, until time.Time, first bool) {
+	if b == nil {
+		return true, 0, time.Time{}, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.holders[key]; s != nil {
+		if s.at.After(now) {
+			return false, 0, s.at, false
+		}
+		b.removeLocked(s)
+		b.tidyLocked(s.b, key.Namespace, now)
+		return true, now.Sub(s.since), time.Time{}, false
+	}
+	bk := b.bucketLocked(key.Namespace)
+	r := bk.lim.ReserveN(now, 1)
+	at := now.Add(r.DelayFrom(now))
+	if !at.After(now) {
+		return true, 0, time.Time{}, false
+	}
+	s := &slot{at: at, res: r, key: key, deadline: deadline, since: now, b: bk}
+	i := sort.Search(len(bk.slots), func(i int) bool { return bk.slots[i].at.After(at) })
+	bk.slots = append(bk.slots, nil)
+	copy(bk.slots[i+1:], bk.slots[i:])
+	bk.slots[i] = s
+	// Move ahead of later deadlines whose slots have not come yet.
+	for ; i > 0; i-- {
+		prev := bk.slots[i-1]
+		if !prev.deadline.After(deadline) || !prev.at.After(now) {
+			break
+		}
+		cur := bk.slots[i]
+		prev.key, cur.key = cur.key, prev.key
+		prev.deadline, cur.deadline = cur.deadline, prev.deadline
+		prev.since, cur.since = cur.since, prev.since
+		b.holders[cur.key] = cur
+	}
+	mine := bk.slots[i]
+	b.holders[key] = mine
+	return false, 0, mine.at, true
+}
+
+// release gives back the token reserved for key, if any: its eviction ended
+// without taking it (cancelled, no longer due, pod gone).
+func (b *budgets) release(key types.NamespacedName, now time.Time) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.holders[key]
+	if s == nil {
+		return
+	}
+	b.removeLocked(s)
+	s.res.CancelAt(now)
+	b.tidyLocked(s.b, key.Namespace, now)
+}
+
+// waiting returns the number of evictions waiting for a token.
+func (b *budgets) waiting() int {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.holders)
+}
+
+func (b *budgets) bucketLocked(ns string) *bucket {
+	if !b.perNS {
+		ns = ""
+	}
+	bk := b.buckets[ns]
+	if bk == nil {
+		bk = &bucket{lim: rate.NewLimiter(b.limit, b.burst)}
+		b.buckets[ns] = bk
+	}
+	return bk
+}
+
+func (b *budgets) removeLocked(s *slot) {
+	delete(b.holders, s.key)
+	bk := s.b
+	// Tokens are mostly taken in time order: from the front, in O(1).
+	i := sort.Search(len(bk.slots), func(i int) bool { return !bk.slots[i].at.Before(s.at) })
+	for ; i < len(bk.slots) && bk.slots[i] != s; i++ {
+	}
+	switch {
+	case i == len(bk.slots):
+	case i == 0:
+		bk.slots[0] = nil
+		bk.slots = bk.slots[1:]
+	default:
+		bk.slots = append(bk.slots[:i], bk.slots[i+1:]...)
+	}
+	if len(bk.slots) == 0 {
+		bk.slots = nil // give the backing array back after a mass wait
+	}
+}
+
+// tidyLocked drops bk if it is idle and full: a new bucket would be the same.
+func (b *budgets) tidyLocked(bk *bucket, ns string, now time.Time) {
+	if !b.perNS {
+		return
+	}
+	if len(bk.slots) == 0 && bk.lim.TokensAt(now) >= float64(b.burst) {
+		delete(b.buckets, ns)
+	}
+}

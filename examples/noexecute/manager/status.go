@@ -1,0 +1,85 @@
+package manager
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// evictionStatus is what Pending shows of an eviction beyond the queue's
+// entry: the refusals of a disruption budget (which the queue does not count
+// as attempts) and the last error. Kept only for evictions that failed or were
+// refused, and forgotten when the eviction ends, so it costs nothing for the
+// usual eviction that succeeds at once.
+type evictionStatus struct {
+	refusals int
+	lastErr  string
+}
+
+// statuses holds the evictionStatus of each eviction that has one, and, in a
+// dry run, the UID of each pod a "would delete" was recorded for.
+type statuses struct {
+	mu     sync.Mutex
+	byKey  map[types.NamespacedName]evictionStatus
+	dryRun map[types.NamespacedName]types.UID
+}
+
+func newStatuses() *statuses {
+	return &statuses{byKey: make(map[types.NamespacedName]evictionStatus)}
+}
+
+// failed records err as key's last error; refused also counts a refusal and
+// returns how many there have been.
+func (s *statuses) failed(key types.NamespacedName, err error, refused bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.byKey[key]
+	st.lastErr = err.Error()
+	if refused {
+		st.refusals++
+	}
+	s.byKey[key] = st
+	return st.refusals
+}
+
+func (s *statuses) get(key types.NamespacedName) evictionStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byKey[key]
+}
+
+// forget drops key's status: its eviction ended.
+func (s *statuses) forget(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.byKey[key]; !ok {
+		return
+	}
+	delete(s.byKey, key)
+	if len(s.byKey) == 0 {
+		s.byKey = make(map[types.NamespacedName]evictionStatus) // give a peak's memory back
+	}
+}
+
+// firstDryRun reports whether no "would delete" was recorded yet for the pod
+// key with this uid, and records it.
+func (s *statuses) firstDryRun(key types.NamespacedName, uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dryRun == nil {
+		s.dryRun = make(map[types.NamespacedName]types.UID)
+	}
+	if old, ok := s.dryRun[key]; ok && old == uid {
+		return false
+	}
+	s.dryRun[key] = uid
+	return true
+}
+
+// forgetDryRun forgets the pod key (it was deleted): a pod recreated under
+// its name gets its own "would delete".
+func (s *statuses) forgetDryRun(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.dryRun, key)
+}
