@@ -66,6 +66,7 @@ type TimedWorkerQueue[K comparable] struct {
 	s           *store[K]
 	withdrawn   map[K]struct{} // keys with a withdrawn attempt in flight
 	active      int            // attempts in flight, withdrawn included; = busy worker goroutines
+	attempts    uint64         // attempts started so far: the last AttemptNumber
 	timer       clock.Timer    // the queue's only timer
 	armedAt     int64          // Unix ns the timer is armed for; math.MinInt64 if saturated; never if stopped
 	armedFor    instant        // the time the timer is armed for, at full precision

@@ -14,15 +14,19 @@ import (
 // anything; without one it waits in the eviction queue (timedqueue.RetryAt),
 // holding no eviction slot, until the time of the token reserved for it.
 //
-// Tokens go in deadline order within a bucket. An eviction that finds no
-// token reserves the next one (rate.Limiter.ReserveN with explicit times);
-// reservations are kept as slots sorted by time. Evictions start in the queue's
-// NextAttempt order, which is deadline order, but two that start at once on
-// two workers may reserve in either order; so a new reservation moves ahead of
-// every later-deadline one whose slot has not come yet, taking its slot
-// (the times stay where they are; the holders change places). A holder moved
-// later finds, when it wakes at its old time, that its slot is later and
-// waits again. None is lost: a slot is removed only when its holder takes it
+// Tokens go in deadline order within a bucket. Evictions start in the queue's
+// NextAttempt order, which is deadline order, but attempts that start
+// together run concurrently and would reach the bucket in any order: so they
+// ask in the order they started (timedqueue.AttemptNumber), each waiting
+// for the attempts started before it to ask or to end (a short wait: the
+// lister reads and the decision, no API call). An eviction that finds no token
+// reserves the next one (rate.Limiter.ReserveN with explicit times);
+// reservations are kept as slots sorted by time. A new reservation with an
+// earlier deadline than waiting ones (a pod decided late, whose deadline has
+// long passed) moves ahead of every later-deadline one whose slot has not come
+// yet, taking its slot (the times stay where they are; the holders change
+// places). A holder moved later finds, when it wakes at its old time, that its
+// slot is later and waits again. None is lost: a slot is removed only when its holder takes it
 // or is released (its eviction ended another way); and none starves: slots are
 // handed out in time order and a newcomer only ever overtakes later deadlines.
 //
@@ -37,6 +41,50 @@ type budgets struct {
 	mu      sync.Mutex
 	buckets map[string]*bucket
 	holders map[types.NamespacedName]*slot
+
+	turn turns
+}
+
+// turns lets attempts ask for tokens in the order they started: the attempt
+// numbered n may ask once every attempt numbered below n has asked or ended.
+// Every attempt passes its number exactly once.
+type turns struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	next   uint64              // the lowest number not passed yet
+	passed map[uint64]struct{} // numbers above next already passed
+}
+
+// wait blocks until every attempt numbered below n has passed.
+func (t *turns) wait(n uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for t.next < n {
+		t.cond.Wait()
+	}
+}
+
+// pass records that attempt n has asked or ended. Passing a number twice, or
+// 0 (no number), does nothing.
+func (t *turns) pass(n uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n < t.next {
+		return
+	}
+	if n > t.next {
+		t.passed[n] = struct{}{}
+		return
+	}
+	t.next++
+	for {
+		if _, ok := t.passed[t.next]; !ok {
+			break
+		}
+		delete(t.passed, t.next)
+		t.next++
+	}
+	t.cond.Broadcast()
 }
 
 type bucket struct {
@@ -61,12 +109,33 @@ func newBudgets(r float64, burst int, perNamespace bool) *budgets {
 	if r == 0 {
 		return nil
 	}
-	return &budgets{
+	b := &budgets{
 		limit:   rate.Limit(r),
 		burst:   max(burst, 1),
 		perNS:   perNamespace,
 		buckets: make(map[string]*bucket),
 		holders: make(map[types.NamespacedName]*slot),
+		turn:    turns{next: 1, passed: make(map[uint64]struct{})},
+	}
+	b.turn.cond.L = &b.turn.mu
+	return b
+}
+
+// inTurn waits for the turn of attempt n, then calls take; see take. A nil
+// *budgets always says ok at once.
+func (b *budgets) inTurn(n uint64, key types.NamespacedName, deadline time.Time, now func() time.Time) (ok bool, waited time.Duration, until time.Time, first bool) {
+	if b == nil {
+		return true, 0, time.Time{}, false
+	}
+	b.turn.wait(n)
+	defer b.turn.pass(n)
+	return b.take(key, deadline, now())
+}
+
+// done passes attempt n's turn if it ends without asking for a token.
+func (b *budgets) done(n uint64) {
+	if b != nil {
+		b.turn.pass(n)
 	}
 }
 
@@ -117,7 +186,10 @@ func (b *budgets) take(key types.NamespacedName, deadline, now time.Time) (ok bo
 }
 
 // release gives back the token reserved for key, if any: its eviction ended
-// without taking it (cancelled, no longer due, pod gone).
+// without taking it (cancelled, no longer due, pod gone). The limiter gets
+// back what no later reservation depends on; the evictions waiting keep
+// their places and times (they sleep in the queue until them), so a wait that
+// ends does not speed up the others: the budget is a bound, never exceeded.
 func (b *budgets) release(key types.NamespacedName, now time.Time) {
 	if b == nil {
 		return

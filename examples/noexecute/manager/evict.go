@@ -22,6 +22,8 @@ var errWaitingForBudget = errors.New("manager: waiting for the eviction budget")
 // is due, and again (with backoff) after each failure it returns. It decides
 // again from the current pod and node before deleting anything.
 func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err error) {
+	attempt, _ := timedqueue.AttemptNumber(ctx)
+	defer m.budgets.done(attempt) // if it did not ask for a token
 	defer func() {
 		switch {
 		case err == nil:
@@ -107,7 +109,7 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	if w, found := m.evictions.GetWorker(key); found {
 		deadline = w.FireAt
 	}
-	if ok, waited, until, first := m.budgets.take(key, deadline, now); !ok {
+	if ok, waited, until, first := m.budgets.inTurn(attempt, key, deadline, m.clock.Now); !ok {
 		if first {
 			m.stats.budgetWaits.Add(1)
 			m.log.V(2).Info("Waiting for the eviction budget", "pod", key, "deadline", deadline, "until", until)
