@@ -42,6 +42,11 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	case err != nil:
 		return fmt.Errorf("manager: get pod %s: %w", key, err)
 	}
+	if m.cfg.DryRun && m.status.dryRunDone(key, pod.UID) {
+		// A real run would have deleted it: this eviction was scheduled
+		// before the "would delete", or by a decision made for it since.
+		return nil
+	}
 	if pod.DeletionTimestamp != nil {
 		// Already terminating: deleting it again would gain nothing.
 		m.stats.terminating.Add(1)

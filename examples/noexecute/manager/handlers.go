@@ -114,6 +114,9 @@ func (m *Manager) handOverIfReplaced(key types.NamespacedName, uid types.UID, no
 // observeTaints has filled in.
 func (m *Manager) reconcile(pod *v1.Pod, nodeName string, taints []v1.Taint, now time.Time) {
 	key := podKey(pod)
+	if m.cfg.DryRun && m.status.dryRunDone(key, pod.UID) {
+		return // a real run would have deleted it: nothing more to decide
+	}
 	id := m.countdowns.podHash(pod.UID, nodeName)
 	e, ok := m.countdowns.pod(key)
 	if !ok || e.pod != id {

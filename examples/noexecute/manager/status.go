@@ -83,3 +83,12 @@ func (s *statuses) forgetDryRun(key types.NamespacedName) {
 	defer s.mu.Unlock()
 	delete(s.dryRun, key)
 }
+
+// dryRunDone reports whether a "would delete" was recorded for the pod key
+// with this uid: in a dry run that pod is gone, as far as decisions go.
+func (s *statuses) dryRunDone(key types.NamespacedName, uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.dryRun[key]
+	return ok && old == uid
+}
