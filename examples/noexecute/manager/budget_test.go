@@ -203,3 +203,41 @@ func TestBudgetWaitEndsWhenThePodIsTolerated(t *testing.T) {
 		assert.Empty(t, m.Pending())
 	})
 }
+
+// metricsRecorder is a manager.Metrics that keeps what it observes.
+type metricsRecorder struct {
+	mu           sync.Mutex
+	delays, wait []float64
+}
+
+func (r *metricsRecorder) EvictionDelay(s float64) {
+	r.mu.Lock()
+	r.delays = append(r.delays, s)
+	r.mu.Unlock()
+}
+func (r *metricsRecorder) BudgetWait(s float64) {
+	r.mu.Lock()
+	r.wait = append(r.wait, s)
+	r.mu.Unlock()
+}
+
+// The delay from deadline to deletion and the wait for a token are observed
+// in seconds, once per pod.
+func TestMetricsObserveDelayAndBudgetWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &metricsRecorder{}
+		e := newEnv(t, func(c *manager.Config) {
+			c.Metrics = rec
+			c.EvictionRate, c.EvictionBurst = 2, 1
+		})
+		e.addNode("n1")
+		podsBoundOneByOne(e, "default", "n1", 3, 0, 0)
+		e.taint("n1")
+		e.step(500 * time.Millisecond)
+		e.step(500 * time.Millisecond)
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		assert.Equal(t, []float64{0, 0.5, 1}, rec.delays)
+		assert.Equal(t, []float64{0.5, 1}, rec.wait)
+	})
+}

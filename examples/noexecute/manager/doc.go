@@ -63,6 +63,37 @@
 // errors, a UID conflict included, are retried by the timed queue with
 // exponential backoff, and each retry decides afresh.
 //
+// # Safe eviction
+//
+// Each of these is a [Config] field, off by default (upstream behaviour):
+//
+//   - UseEvictionAPI evicts through the Eviction API (a [PodEvicter]), which
+//     honours PodDisruptionBudgets. A budget's refusal (a 429 with a
+//     DisruptionBudget cause, [IsRefusedByBudget]; a 429 without it is API
+//     throttling, an ordinary failure) is not a failure: it is retried with
+//     EvictionRetry's backoff without using up its MaxAttempts, each retry
+//     deciding afresh (a pod that became tolerated is left alone), holding no
+//     eviction slot while it waits, and the deadline stays where it was.
+//     EvictionFallbackAfter past the deadline, a refused eviction becomes a
+//     direct delete (DisruptionTarget set first), with a warning event and a
+//     count in [Stats].FallbackDeleted; zero means never.
+//   - EvictionRate and EvictionBurst bound the evictions started per second
+//     (a token bucket on Clock; one per namespace with
+//     EvictionRatePerNamespace). Due evictions wait for a token in the eviction
+//     queue, holding no slot, in deadline order within their bucket; none is
+//     lost, none starves, and one bucket's wait never holds back another's.
+//     The wait is counted ([Stats].BudgetWaits), observed ([Metrics]) and
+//     logged at -v 2.
+//   - DryRun decides, schedules, waits for budgets and counts as for real,
+//     but records a "would delete" event (once per pod UID) where a real run
+//     would write; for the same history its decisions and their times are a
+//     real run's.
+//
+// Countdowns are visible: an event when one starts or moves ("Scheduled for
+// deletion at T: taint K=V:NoExecute not tolerated after N s"), and
+// [Manager.Pending], a snapshot of every scheduled eviction with its pod,
+// node, taint, deadline, attempts and last error.
+//
 // # Time
 //
 // Each NoExecute taint's countdown starts at max(taint.TimeAdded, the pod's
