@@ -185,24 +185,26 @@ func (b *budgets) take(key types.NamespacedName, deadline, now time.Time) (ok bo
 	return false, 0, mine.at, true
 }
 
-// release gives back the token reserved for key, if any: its eviction ended
-// without taking it (cancelled, no longer due, pod gone). The limiter gets
-// back what no later reservation depends on; the evictions waiting keep
-// their places and times (they sleep in the queue until them), so a wait that
-// ends does not speed up the others: the budget is a bound, never exceeded.
-func (b *budgets) release(key types.NamespacedName, now time.Time) {
+// release gives back the token reserved for key, if any, and reports whether
+// there was one: its eviction ended without taking it (cancelled, no longer
+// due, pod gone). The limiter gets back what no later reservation depends
+// on; the evictions waiting keep their places and times (they sleep in the
+// queue until them), so a wait that ends does not speed up the others: the
+// budget is a bound, never exceeded.
+func (b *budgets) release(key types.NamespacedName, now time.Time) bool {
 	if b == nil {
-		return
+		return false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.holders[key]
 	if s == nil {
-		return
+		return false
 	}
 	b.removeLocked(s)
 	s.res.CancelAt(now)
 	b.tidyLocked(s.b, key.Namespace, now)
+	return true
 }
 
 // waiting returns the number of evictions waiting for a token.

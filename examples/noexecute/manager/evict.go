@@ -50,7 +50,9 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	if pod.DeletionTimestamp != nil {
 		// Already terminating: deleting it again would gain nothing.
 		m.stats.terminating.Add(1)
-		m.log.V(4).Info("Pod is terminating, not evicting", "pod", key)
+		if l := m.log.V(4); l.Enabled() {
+			l.Info("Pod is terminating, not evicting", "pod", key)
+		}
 		return nil
 	}
 
@@ -79,7 +81,7 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	// whatever the pod's tolerations say now (short of forever): a longer
 	// toleration does not postpone an eviction.
 	owed := ok && e.at != 0 && e.at <= now.UnixNano() && m.countdowns.hasTaint(taints, e.taint)
-	var reason any = d // a fmt.Stringer, formatted only if logged
+	reason := evictReason{d: d}
 	switch {
 	case d.Action == tolerations.Never:
 		// The taints went away, or the tolerations changed, and the handler
@@ -88,12 +90,15 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 			m.countdowns.forgetPodIf(key, e)
 		}
 		m.stats.dropped.Add(1)
-		m.log.V(2).Info("Eviction no longer due, dropping it", "pod", key)
-		m.event(key, pod.UID, v1.EventTypeNormal, "Cancelling deletion of Pod %s", key)
+		if l := m.log.V(2); l.Enabled() {
+			l.Info("Eviction no longer due, dropping it", "pod", key)
+		}
+		if m.cfg.Recorder != nil {
+			m.event(key, pod.UID, v1.EventTypeNormal, "Cancelling deletion of Pod %s", key)
+		}
 		return nil
 	case d.Action == tolerations.EvictAt && owed:
-		reason = fmt.Sprintf("deadline %s kept (tolerations now allow %s)",
-			fromUnixNano(e.at, now.Location()).Format(time.RFC3339Nano), d.At.Format(time.RFC3339Nano))
+		reason.kept = fromUnixNano(e.at, now.Location())
 	case d.Action == tolerations.EvictAt:
 		// Not due: a pod recreated under the same name, whose countdown
 		// started when it was bound, or a taint whose countdown this was
@@ -103,7 +108,9 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 		// rescheduling itself from what it read could undo a newer decision
 		// a handler made meanwhile.
 		m.stats.rescheduled.Add(1)
-		m.log.V(2).Info("Eviction not due yet, handing it back to be rescheduled", "pod", key, "at", d.At)
+		if l := m.log.V(2); l.Enabled() {
+			l.Info("Eviction not due yet, handing it back to be rescheduled", "pod", key, "at", d.At)
+		}
 		m.dispatcher.AddLow(podUpdate{Namespace: key.Namespace, Name: key.Name, NodeName: pod.Spec.NodeName})
 		return nil
 	}
@@ -117,7 +124,9 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	if ok, waited, until, first := m.budgets.inTurn(attempt, key, deadline, m.clock.Now); !ok {
 		if first {
 			m.stats.budgetWaits.Add(1)
-			m.log.V(2).Info("Waiting for the eviction budget", "pod", key, "deadline", deadline, "until", until)
+			if l := m.log.V(2); l.Enabled() {
+				l.Info("Waiting for the eviction budget", "pod", key, "deadline", deadline, "until", until)
+			}
 		}
 		return timedqueue.RetryAt(until, errWaitingForBudget)
 	} else if waited > 0 && m.cfg.Metrics != nil {
@@ -137,8 +146,10 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 		}
 	}
 	if !m.cfg.UseEvictionAPI || fallback {
-		m.log.V(2).Info("Deleting pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason)
-		if !fallback {
+		if l := m.log.V(2); l.Enabled() {
+			l.Info("Deleting pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason)
+		}
+		if !fallback && m.cfg.Recorder != nil {
 			// Recorded on every attempt, retries included, as each attempt
 			// decides afresh that the pod must go (a retry may be for a
 			// recreated pod).
@@ -198,10 +209,12 @@ func (m *Manager) deletePod(ctx context.Context, key types.NamespacedName, pod *
 // budget refuses, it returns when to try again (a refusal is not a failure),
 // or, once the fallback deadline has passed, fallback: delete the pod
 // directly. Otherwise it returns the API's error.
-func (m *Manager) evictThroughAPI(ctx context.Context, key types.NamespacedName, pod *v1.Pod, deadline, now time.Time, reason any) (retryAt time.Time, fallback bool, err error) {
+func (m *Manager) evictThroughAPI(ctx context.Context, key types.NamespacedName, pod *v1.Pod, deadline, now time.Time, reason evictReason) (retryAt time.Time, fallback bool, err error) {
 	st := m.status.get(key)
-	m.log.V(2).Info("Evicting pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason, "refusals", st.refusals)
-	if st.refusals == 0 {
+	if l := m.log.V(2); l.Enabled() {
+		l.Info("Evicting pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason, "refusals", st.refusals)
+	}
+	if st.refusals == 0 && m.cfg.Recorder != nil {
 		m.event(key, pod.UID, v1.EventTypeNormal, "Marking for deletion Pod %s", key)
 	}
 	// The API server sets DisruptionTarget itself when it evicts; setting it
@@ -224,7 +237,9 @@ func (m *Manager) evictThroughAPI(ctx context.Context, key types.NamespacedName,
 	if after > 0 && retryAt.After(hard) {
 		retryAt = hard // the fallback is not late for a long backoff
 	}
-	m.log.V(2).Info("Eviction refused by a disruption budget; will retry", "pod", key, "refusals", refusals, "retryAt", retryAt, "err", err.Error())
+	if l := m.log.V(2); l.Enabled() {
+		l.Info("Eviction refused by a disruption budget; will retry", "pod", key, "refusals", refusals, "retryAt", retryAt, "err", err.Error())
+	}
 	if refusals == 1 {
 		fb := "never falls back to deleting it"
 		if after > 0 {
@@ -252,20 +267,38 @@ func (m *Manager) refusalBackoff(n int) time.Duration {
 }
 
 // wouldDelete is a dry run's deletion: an event and a count, once per pod UID.
-func (m *Manager) wouldDelete(key types.NamespacedName, pod *v1.Pod, deadline, now time.Time, reason any) {
+func (m *Manager) wouldDelete(key types.NamespacedName, pod *v1.Pod, deadline, now time.Time, reason evictReason) {
 	if !m.status.firstDryRun(key, pod.UID) {
 		return
 	}
 	m.stats.dryRun.Add(1)
 	m.observeDelay(deadline, now)
-	m.log.V(2).Info("Dry run: would delete pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason)
-	m.event(key, pod.UID, v1.EventTypeNormal, "Would delete Pod %s (dry run)", key)
+	if l := m.log.V(2); l.Enabled() {
+		l.Info("Dry run: would delete pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason)
+	}
+	if m.cfg.Recorder != nil {
+		m.event(key, pod.UID, v1.EventTypeNormal, "Would delete Pod %s (dry run)", key)
+	}
 }
 
 func (m *Manager) observeDelay(deadline, now time.Time) {
 	if m.cfg.Metrics != nil {
 		m.cfg.Metrics.EvictionDelay(max(now.Sub(deadline), 0).Seconds())
 	}
+}
+
+// evictReason says why a pod goes, for the logs. It is a fmt.Stringer,
+// formatted only if logged, and boxed only then.
+type evictReason struct {
+	d    tolerations.Decision
+	kept time.Time // the deadline kept despite a later d.At, if not zero
+}
+
+func (r evictReason) String() string {
+	if r.kept.IsZero() {
+		return r.d.String()
+	}
+	return fmt.Sprintf("deadline %s kept (tolerations now allow %s)", r.kept.Format(time.RFC3339Nano), r.d.At.Format(time.RFC3339Nano))
 }
 
 func uidPrecondition(uid types.UID) metav1.DeleteOptions {

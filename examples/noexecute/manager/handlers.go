@@ -21,7 +21,9 @@ func (m *Manager) handleNode(_ context.Context, name string) error {
 	case apierrors.IsNotFound(err):
 		// Deleted: its pods are orphans the pod garbage collector removes;
 		// with no node there is no taint to evict them for.
-		m.log.V(4).Info("Noticed node deletion", "node", name)
+		if l := m.log.V(4); l.Enabled() {
+			l.Info("Noticed node deletion", "node", name)
+		}
 	case err != nil:
 		return fmt.Errorf("manager: get node %q: %w", name, err) // retried by the dispatcher
 	default:
@@ -36,8 +38,9 @@ func (m *Manager) handleNode(_ context.Context, name string) error {
 		// The short cut of the original: nothing to decide, only cancel.
 		m.countdowns.forgetNode(name)
 		for _, pod := range pods {
-			m.cancel(podKey(pod), pod.UID, "node has no NoExecute taints")
-			m.handOverIfReplaced(podKey(pod), pod.UID, name)
+			if m.cancel(podKey(pod), pod.UID, "node has no NoExecute taints") {
+				m.handOverIfReplaced(podKey(pod), pod.UID, name)
+			}
 		}
 		return nil
 	}
@@ -59,8 +62,9 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 	pod, err := m.cfg.GetPod(u.Namespace, u.Name)
 	switch {
 	case apierrors.IsNotFound(err):
-		m.cancel(u.key(), "", "pod deleted")
-		m.handOverIfReplaced(u.key(), "", u.NodeName)
+		if m.cancel(u.key(), "", "pod deleted") {
+			m.handOverIfReplaced(u.key(), "", u.NodeName)
+		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("manager: get pod %s: %w", u.key(), err)
@@ -82,7 +86,9 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 	}
 	if len(taints) == 0 {
 		m.countdowns.forgetNode(u.NodeName)
-		m.cancel(u.key(), pod.UID, "node has no NoExecute taints")
+		if !m.cancel(u.key(), pod.UID, "node has no NoExecute taints") {
+			return nil // nothing undone: nothing to hand over
+		}
 	} else {
 		now := m.clock.Now()
 		m.countdowns.observeTaints(u.NodeName, taints, now)
@@ -139,17 +145,26 @@ func (m *Manager) reconcile(pod *v1.Pod, nodeName string, taints []v1.Taint, now
 		return
 	}
 	at, taint := d.At, m.countdowns.taintHash(&d.Taint)
+	// Log arguments are built only if logged: at 100,000 pods a node, the
+	// variadic slices and the taints' strings are most of a handler's
+	// garbage (every log call below is guarded so).
 	switch {
 	case e.at != 0 && at.UnixNano() > e.at && m.countdowns.hasTaint(taints, e.taint):
 		// The deadline scheduled before ends the countdown of a taint that
 		// is still there: it stands (a longer toleration does not postpone
 		// an eviction).
 		at, taint = fromUnixNano(e.at, now.Location()), e.taint
-		m.log.V(4).Info("Keeping the earlier deadline of a taint still on the node", "pod", key, "node", nodeName, "at", at, "decided", d.At)
+		if l := m.log.V(4); l.Enabled() {
+			l.Info("Keeping the earlier deadline of a taint still on the node", "pod", key, "node", nodeName, "at", at, "decided", d.At)
+		}
 	case d.Untolerated:
-		m.log.V(2).Info("Pod does not tolerate a NoExecute taint", "pod", key, "node", nodeName, "taint", d.Taint.ToString())
+		if l := m.log.V(2); l.Enabled() {
+			l.Info("Pod does not tolerate a NoExecute taint", "pod", key, "node", nodeName, "taint", d.Taint.ToString())
+		}
 	default:
-		m.log.V(4).Info("Pod tolerates the node's NoExecute taints until", "pod", key, "node", nodeName, "at", at, "taint", d.Taint.ToString())
+		if l := m.log.V(4); l.Enabled() {
+			l.Info("Pod tolerates the node's NoExecute taints until", "pod", key, "node", nodeName, "at", at, "taint", d.Taint.ToString())
+		}
 	}
 	if e.at != at.UnixNano() {
 		m.countdownStarted(key, pod, d, at)
@@ -218,26 +233,44 @@ func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time
 }
 
 // cancel cancels the scheduled eviction of key, if any, with an event about
-// the pod uid (empty if the pod is gone), and forgets its countdown.
-func (m *Manager) cancel(key types.NamespacedName, uid types.UID, why string) {
-	m.countdowns.forgetPod(key)
+// the pod uid (empty if the pod is gone), and forgets its countdown. It
+// reports whether it changed anything. If not, it cannot have undone another
+// handler's decision for a pod that replaced this one, so the caller need not
+// hand the pod over (handOverIfReplaced): most cancels find nothing (a pod
+// deleted by its own eviction, a node's taint-free update), and the read
+// saved is a lister miss, which allocates an error.
+func (m *Manager) cancel(key types.NamespacedName, uid types.UID, why string) bool {
+	changed := m.countdowns.forgetPod(key)
 	if uid == "" {
-		m.status.forgetDryRun(key) // the pod is gone
+		changed = m.status.forgetDryRun(key) || changed // the pod is gone
 	}
-	cancelled := m.evictions.CancelWork(key)
+	// CancelWork says false both for nothing scheduled and for a running
+	// attempt it withdrew, which is a change: GetWorker tells them apart.
+	cancelled := false
+	if _, ok := m.evictions.GetWorker(key); ok {
+		cancelled = m.evictions.CancelWork(key)
+		changed = true
+	}
 	if cancelled || uid == "" {
-		m.budgets.release(key, m.clock.Now())
-		m.status.forget(key)
+		changed = m.budgets.release(key, m.clock.Now()) || changed
+		changed = m.status.forget(key) || changed
 	}
 	if !cancelled {
-		return
+		return changed
 	}
 	m.stats.cancelled.Add(1)
-	m.log.V(2).Info("Cancelling deletion", "pod", key, "reason", why)
-	m.event(key, uid, v1.EventTypeNormal, "Cancelling deletion of Pod %s", key)
+	if l := m.log.V(2); l.Enabled() {
+		l.Info("Cancelling deletion", "pod", key, "reason", why)
+	}
+	if m.cfg.Recorder != nil {
+		m.event(key, uid, v1.EventTypeNormal, "Cancelling deletion of Pod %s", key)
+	}
+	return true
 }
 
-// event records a Normal TaintManagerEviction event about the pod key.
+// event records a TaintManagerEviction event of eventtype about the pod key.
+// Callers on a per-pod path check Config.Recorder first: the arguments would
+// be built for nothing.
 func (m *Manager) event(key types.NamespacedName, uid types.UID, eventtype, format string, args ...any) {
 	if m.cfg.Recorder == nil {
 		return

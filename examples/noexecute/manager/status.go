@@ -48,17 +48,19 @@ func (s *statuses) get(key types.NamespacedName) evictionStatus {
 	return s.byKey[key]
 }
 
-// forget drops key's status: its eviction ended.
-func (s *statuses) forget(key types.NamespacedName) {
+// forget drops key's status: its eviction ended. It reports whether there
+// was one.
+func (s *statuses) forget(key types.NamespacedName) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.byKey[key]; !ok {
-		return
+		return false
 	}
 	delete(s.byKey, key)
 	if len(s.byKey) == 0 {
 		s.byKey = make(map[types.NamespacedName]evictionStatus) // give a peak's memory back
 	}
+	return true
 }
 
 // firstDryRun reports whether no "would delete" was recorded yet for the pod
@@ -77,11 +79,16 @@ func (s *statuses) firstDryRun(key types.NamespacedName, uid types.UID) bool {
 }
 
 // forgetDryRun forgets the pod key (it was deleted): a pod recreated under
-// its name gets its own "would delete".
-func (s *statuses) forgetDryRun(key types.NamespacedName) {
+// its name gets its own "would delete". It reports whether there was a
+// record.
+func (s *statuses) forgetDryRun(key types.NamespacedName) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.dryRun[key]; !ok {
+		return false
+	}
 	delete(s.dryRun, key)
+	return true
 }
 
 // dryRunDone reports whether a "would delete" was recorded for the pod key
