@@ -35,18 +35,35 @@ import (
 //
 // Writers are handlers, which for one node (and its pods) run one at a time
 // on the node's shard; the eviction reads, and forgets a pod entry only if it
-// is still the one it read. mu guards both maps; nothing else is done under
-// it.
+// is still the one it read. Pod entries are split into stripes by the hash
+// of their key, each under a mutex of its own: every handler and eviction
+// looks a pod up, and under one mutex for all pods they queued behind each
+// other (at 500,000 evictions the mutex profile put a third of the manager's
+// lock waits there). mu guards the nodes map; nothing else is done under
+// either kind of lock.
 type countdowns struct {
-	seed maphash.Seed
+	seed    maphash.Seed
+	stripes [podStripes]podStripe
 
 	mu        sync.Mutex
-	pods      map[uint64]podEntry // by keyHash
-	podsPeak  int
-	seen      map[uint64]int64 // podCountdown.seen where not zero, by keyHash
-	seenPeak  int
 	nodes     map[string][]taintSeen
 	nodesPeak int
+}
+
+// podStripes is the number of stripes: a power of two, well above the
+// number of goroutines that look pods up at once on a machine of a few dozen
+// cores (Shards plus MaxConcurrentEvictions, 40 by default).
+const podStripes = 64
+
+// podStripe is the part of the pod entries whose key hashes to it.
+type podStripe struct {
+	mu       sync.Mutex
+	pods     map[uint64]podEntry // by keyHash
+	podsPeak int
+	seen     map[uint64]int64 // podCountdown.seen where not zero, by keyHash
+	seenPeak int
+
+	_ [64]byte // keep stripes' mutexes off each other's cache lines
 }
 
 // podCountdown is a pod's entry. Times are Unix nanoseconds, enough for any
@@ -81,17 +98,25 @@ type taintSeen struct {
 // rebuildAt is the smallest peak size after which a map that has shrunk to a
 // quarter of its peak is rebuilt: Go maps never give memory back. Copying
 // the quarter that is left costs less than the deletions that shrank it, so
-// the rebuilds are amortised O(1) per deletion.
-const rebuildAt = 1024
+// the rebuilds are amortised O(1) per deletion, and a size hovering around
+// a quarter of the peak rebuilds once, not at every step: the rebuilt map's
+// peak is its size, a quarter of which is far below. It is small because
+// the pod entries are split into podStripes maps, each keeping at most this
+// many entries' memory.
+const rebuildAt = 256
 
 func newCountdowns() *countdowns {
-	return &countdowns{
-		seed:  maphash.MakeSeed(),
-		pods:  make(map[uint64]podEntry),
-		seen:  make(map[uint64]int64),
-		nodes: make(map[string][]taintSeen),
+	c := &countdowns{seed: maphash.MakeSeed(), nodes: make(map[string][]taintSeen)}
+	for i := range c.stripes {
+		c.stripes[i].pods = make(map[uint64]podEntry)
+		c.stripes[i].seen = make(map[uint64]int64)
 	}
+	return c
 }
+
+// stripe returns the stripe of the key with hash h. The high bits choose it:
+// the maps' own hashes of h are seeded apart, so any bits would do.
+func (c *countdowns) stripe(h uint64) *podStripe { return &c.stripes[h>>(64-6)] }
 
 // keyHash identifies a pod's namespace and name. Two keys collide with
 // probability 2⁻⁶⁴: their pods would share an entry, which podHash tells
@@ -241,82 +266,93 @@ func (c *countdowns) forgetNodeLocked(node string) {
 // pod returns the entry of the pod key.
 func (c *countdowns) pod(key types.NamespacedName) (podCountdown, bool) {
 	h := c.keyHash(key)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.podLocked(h)
+	st := c.stripe(h)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.podLocked(h)
 }
 
-func (c *countdowns) podLocked(h uint64) (podCountdown, bool) {
-	e, ok := c.pods[h]
+func (st *podStripe) podLocked(h uint64) (podCountdown, bool) {
+	e, ok := st.pods[h]
 	if !ok {
 		return podCountdown{}, false
 	}
-	return podCountdown{pod: e.pod, seen: c.seen[h], taint: e.taint, at: e.at}, true
+	return podCountdown{pod: e.pod, seen: st.seen[h], taint: e.taint, at: e.at}, true
 }
 
 // setPod stores the entry of the pod key.
 func (c *countdowns) setPod(key types.NamespacedName, e podCountdown) {
 	h := c.keyHash(key)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.pods[h] = podEntry{pod: e.pod, taint: e.taint, at: e.at}
-	c.podsPeak = max(c.podsPeak, len(c.pods))
+	st := c.stripe(h)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.pods[h] = podEntry{pod: e.pod, taint: e.taint, at: e.at}
+	st.podsPeak = max(st.podsPeak, len(st.pods))
 	if e.seen != 0 {
-		c.seen[h] = e.seen
-		c.seenPeak = max(c.seenPeak, len(c.seen))
+		st.seen[h] = e.seen
+		st.seenPeak = max(st.seenPeak, len(st.seen))
 	} else {
-		c.forgetSeenLocked(h)
+		st.forgetSeenLocked(h)
 	}
 }
 
 // forgetPod forgets the pod key, and reports whether it had an entry.
 func (c *countdowns) forgetPod(key types.NamespacedName) bool {
 	h := c.keyHash(key)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.forgetPodLocked(h)
+	st := c.stripe(h)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.forgetPodLocked(h)
 }
 
 // forgetPodIf forgets the pod key if its entry is still e: a handler may have
 // stored a newer one since the caller read it.
 func (c *countdowns) forgetPodIf(key types.NamespacedName, e podCountdown) {
 	h := c.keyHash(key)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cur, ok := c.podLocked(h); ok && cur == e {
-		c.forgetPodLocked(h)
+	st := c.stripe(h)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if cur, ok := st.podLocked(h); ok && cur == e {
+		st.forgetPodLocked(h)
 	}
 }
 
-func (c *countdowns) forgetPodLocked(h uint64) bool {
-	if _, ok := c.pods[h]; !ok {
+func (st *podStripe) forgetPodLocked(h uint64) bool {
+	if _, ok := st.pods[h]; !ok {
 		return false
 	}
-	delete(c.pods, h)
-	c.pods = rebuildIfShrunk(c.pods, &c.podsPeak)
-	c.forgetSeenLocked(h)
+	delete(st.pods, h)
+	st.pods = rebuildIfShrunk(st.pods, &st.podsPeak)
+	st.forgetSeenLocked(h)
 	return true
 }
 
-func (c *countdowns) forgetSeenLocked(h uint64) {
-	if _, ok := c.seen[h]; !ok {
+func (st *podStripe) forgetSeenLocked(h uint64) {
+	if _, ok := st.seen[h]; !ok {
 		return
 	}
-	delete(c.seen, h)
-	c.seen = rebuildIfShrunk(c.seen, &c.seenPeak)
+	delete(st.seen, h)
+	st.seen = rebuildIfShrunk(st.seen, &st.seenPeak)
 }
 
 // sizes returns how many pods and nodes have entries.
 func (c *countdowns) sizes() (pods, nodes int) {
+	for i := range c.stripes {
+		st := &c.stripes[i]
+		st.mu.Lock()
+		pods += len(st.pods)
+		st.mu.Unlock()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.pods), len(c.nodes)
+	return pods, len(c.nodes)
 }
 
 // rebuildIfShrunk returns m, or a copy of m sized to fit if m has shrunk to a
-// quarter of a peak of at least rebuildAt entries; *peak is then reset.
+// quarter of a peak of at least rebuildAt entries, or is empty after a peak
+// of more than one group of entries; *peak is then reset.
 func rebuildIfShrunk[K comparable, V any](m map[K]V, peak *int) map[K]V {
-	if *peak < rebuildAt || len(m) > *peak/4 {
+	if (*peak < rebuildAt || len(m) > *peak/4) && (len(m) > 0 || *peak <= 8) {
 		return m
 	}
 	fresh := make(map[K]V, len(m))

@@ -204,7 +204,7 @@ func (m *Manager) PodUpdated(old, new *v1.Pod) {
 	if old != nil && new != nil &&
 		old.Spec.NodeName == new.Spec.NodeName &&
 		old.UID == new.UID &&
-		apiequality.Semantic.DeepEqual(old.Spec.Tolerations, new.Spec.Tolerations) {
+		tolerationsEqual(old.Spec.Tolerations, new.Spec.Tolerations) {
 		return
 	}
 	if p.Spec.NodeName == "" {
@@ -214,6 +214,27 @@ func (m *Manager) PodUpdated(old, new *v1.Pod) {
 		return
 	}
 	m.dispatcher.AddLow(podUpdate{Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName})
+}
+
+// tolerationsEqual is apiequality.Semantic.DeepEqual for tolerations (nil
+// and empty alike; TolerationSeconds compared by value) without reflection:
+// it runs for every pod update an informer delivers, most of which (status
+// changes) it filters out.
+func tolerationsEqual(a, b []v1.Toleration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.Key != y.Key || x.Operator != y.Operator || x.Value != y.Value || x.Effect != y.Effect {
+			return false
+		}
+		if (x.TolerationSeconds == nil) != (y.TolerationSeconds == nil) ||
+			x.TolerationSeconds != nil && *x.TolerationSeconds != *y.TolerationSeconds {
+			return false
+		}
+	}
+	return true
 }
 
 // Stats returns what the manager has done so far.
