@@ -2,14 +2,17 @@ package sharding_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/taintkit/taintkit/sharding"
 )
@@ -319,4 +322,77 @@ func BenchmarkSlowShard(b *testing.B) {
 			})
 		}
 	}
+}
+
+type retriesCounter struct{ n *atomic.Int64 }
+
+func (c retriesCounter) Inc()                                            { c.n.Add(1) }
+func (c retriesCounter) NewDepthMetric(sharding.Lane) sharding.Gauge     { return nil }
+func (c retriesCounter) NewRetriesMetric(sharding.Lane) sharding.Counter { return c }
+func (c retriesCounter) NewDropsMetric(sharding.Lane) sharding.Counter   { return nil }
+func (c retriesCounter) NewLatencyMetric(sharding.Lane) sharding.Histogram {
+	return nil
+}
+
+// BenchmarkLaneMemory queues a mass of low items on one shard, handles them
+// all but the last few, which fail and wait for a retry an hour away on a
+// fake clock, and reports the heap per item at the peak (all queued) and the
+// heap still held once only the few are left: the lane's memory must follow
+// its size down, not stay at the peak's. -short queues 100,000 items instead
+// of 1,000,000.
+//
+//	go test -run '^$' -bench LaneMemory -benchtime 3x ./sharding/
+func BenchmarkLaneMemory(b *testing.B) {
+	n, stuck := 1_000_000, 3
+	if testing.Short() {
+		n = 100_000
+	}
+	var peak, left uint64
+	for b.Loop() {
+		var retries atomic.Int64
+		d, err := sharding.New(sharding.Config[int, int]{
+			Shards:     1, // one lane holds them all, in order: the stuck items, added last, are handled last
+			Logger:     &quiet,
+			Clock:      testingclock.NewFakeClock(time.Unix(0, 0)),
+			Retry:      sharding.RetryPolicy{InitialBackoff: time.Hour},
+			Metrics:    retriesCounter{&retries},
+			HighKey:    func(int) string { return "" },
+			LowKey:     func(int) string { return "" },
+			HandleHigh: func(context.Context, int) error { return nil },
+			HandleLow: func(_ context.Context, i int) error {
+				if i >= n-stuck {
+					return errors.New("stuck")
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		base := heapAfterGC()
+		for i := range n {
+			d.AddLow(i)
+		}
+		peak = heapAfterGC() - base
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { d.Run(ctx); close(done) }()
+		// The worker settles items in order, so once the stuck ones have
+		// failed every other item is settled.
+		for retries.Load() < int64(stuck) {
+			time.Sleep(time.Millisecond)
+		}
+		left = heapAfterGC() - base
+		cancel()
+		<-done
+	}
+	b.ReportMetric(float64(peak)/float64(n), "peak-B/item")
+	b.ReportMetric(float64(left)/(1<<10), "left-KiB")
+}
+
+func heapAfterGC() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

@@ -41,6 +41,15 @@
 // worker goroutines and one retry goroutine; a retry costs O(log r) for r
 // waiting retries.
 //
+// # Memory
+//
+// A lane's memory follows the number of items it holds (queued, being
+// handled or waiting for a retry), down as well as up: its FIFO halves when a
+// quarter full, and its map of item states is rebuilt to fit once down to a
+// quarter of its peak, so a burst of a million items handled while a few
+// wait for a retry does not keep the burst's memory. Both are amortised O(1)
+// per item, with no rebuild at every step when the size hovers.
+//
 // # Testing with a fake clock
 //
 // Pass a [k8s.io/utils/clock/testing.FakeClock] as Config.Clock, run the test

@@ -80,6 +80,10 @@ type lane[T comparable] struct {
 	peak int
 }
 
+// laneRebuildAt is the smallest peak after which a lane's map, once down to
+// a quarter of its peak, is rebuilt to fit: see forget.
+const laneRebuildAt = 1024
+
 // outcome is what the end of an attempt did to an item.
 type outcome uint8
 
@@ -173,14 +177,28 @@ func (l *lane[T]) retryDue(item T, gen uint64) bool {
 	return true
 }
 
-// forget deletes item's state. Go maps never shrink, so once the lane is
-// empty after having held many items, the map is replaced to give the
-// memory back.
+// forget deletes item's state. Go maps never shrink, so once the lane holds
+// a quarter of a peak of at least laneRebuildAt items, the map is rebuilt to
+// fit (or dropped, if empty) to give the peak's memory back: a mass of items
+// handled while a few wait for a retry must not keep the mass's memory. The
+// copy costs less than the three quarters of the peak deleted since the map
+// was made, so it is amortised O(1) per deletion; and the rebuilt map's peak
+// is its size, so a lane hovering around the threshold rebuilds once, not
+// at every step.
 func (l *lane[T]) forget(item T) {
 	delete(l.items, item)
-	if len(l.items) == 0 && l.peak > 1024 {
-		l.items, l.peak = nil, 0
+	if l.peak < laneRebuildAt || len(l.items) > l.peak/4 {
+		return
 	}
+	if len(l.items) == 0 {
+		l.items, l.peak = nil, 0
+		return
+	}
+	fresh := make(map[T]itemState, len(l.items))
+	for k, v := range l.items {
+		fresh[k] = v
+	}
+	l.items, l.peak = fresh, len(fresh)
 }
 
 // drain empties the lane of queued and retry-waiting items and returns them,
@@ -195,8 +213,11 @@ func (l *lane[T]) drain() (queued, waiting []dropped[T]) {
 	for item, st := range l.items {
 		if st.phase == phaseWaiting {
 			waiting = append(waiting, dropped[T]{item, st.attempts})
-			l.forget(item)
 		}
+	}
+	// Forgotten after the loop: forget may replace the map being ranged.
+	for _, w := range waiting {
+		l.forget(w.item)
 	}
 	return queued, waiting
 }
