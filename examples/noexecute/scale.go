@@ -41,12 +41,12 @@ func runScale(out io.Writer, nodes, podsPerNode int, log logr.Logger) error {
 		return err
 	}
 	own := scale.ManagerHeap(res, replay)
-	fmt.Fprintf(out, "Replay: %v (%.0f pods/s), peak heap %s. Manager's own heap: %s (%d B per pod).\n",
+	fmt.Fprintf(out, "Replay: %v (%.0f pods/s), peak heap %s. Manager's own heap: %s at the peak (%d B per pod), %s left after.\n",
 		replay.Elapsed.Round(time.Millisecond), replay.PodsPerSecond(), mib(replay.PeakHeap),
-		signedMiB(own), own/int64(res.Pods))
+		signedMiB(own), own/int64(res.Pods), signedMiB(scale.ManagerHeapLeft(res, replay)))
 	return nil
 }
 
-func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+func mib(b uint64) string { return signedMiB(int64(b)) }
 
 func signedMiB(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }

@@ -19,8 +19,9 @@ import (
 // (the original started one per pod), the peak heap and the heap of the
 // in-memory cluster itself; then, outside the timing, it replays the same
 // cluster writes without a manager (scale.Replay) and reports the manager's
-// own heap per pod, the run's peak minus the replay's, and the replay's
-// rate, the cluster's own bound. -short runs only the small size.
+// own heap per pod, the run's peak minus the replay's, what it still holds
+// once done (the run's heap left minus the replay's), and the replay's rate,
+// the cluster's own bound. -short runs only the small size.
 //
 //	go test -run '^$' -bench 'EvictAll/nodes=5000' -benchtime 1x -count 3 ./examples/noexecute/manager/
 func BenchmarkEvictAll(b *testing.B) {
@@ -49,6 +50,7 @@ func BenchmarkEvictAll(b *testing.B) {
 			b.ReportMetric(float64(last.PeakHeap)/(1<<20), "peak-heap-MiB")
 			b.ReportMetric(float64(last.BaseHeap)/(1<<20), "cluster-heap-MiB")
 			b.ReportMetric(float64(scale.ManagerHeap(last, replay))/float64(last.Pods), "manager-B/pod")
+			b.ReportMetric(float64(scale.ManagerHeapLeft(last, replay))/(1<<10), "manager-left-KiB")
 			b.ReportMetric(replay.PodsPerSecond(), "replay-pods/s")
 		})
 	}

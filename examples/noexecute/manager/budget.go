@@ -32,15 +32,17 @@ import (
 //
 // Memory: a slot per waiting eviction, and a bucket per namespace with
 // waiting evictions or a bucket not yet full again; an idle, full bucket is
-// dropped.
+// dropped, and the map of holders is rebuilt when it shrinks to a quarter of
+// its peak.
 type budgets struct {
 	limit rate.Limit
 	burst int
 	perNS bool
 
-	mu      sync.Mutex
-	buckets map[string]*bucket
-	holders map[types.NamespacedName]*slot
+	mu          sync.Mutex
+	buckets     map[string]*bucket
+	holders     map[types.NamespacedName]*slot
+	holdersPeak int // for rebuildIfShrunk: a mass wait's map must not stay
 
 	turn turns
 }
@@ -182,6 +184,7 @@ func (b *budgets) take(key types.NamespacedName, deadline, now time.Time) (ok bo
 	}
 	mine := bk.slots[i]
 	b.holders[key] = mine
+	b.holdersPeak = max(b.holdersPeak, len(b.holders))
 	return false, 0, mine.at, true
 }
 
@@ -231,6 +234,7 @@ func (b *budgets) bucketLocked(ns string) *bucket {
 
 func (b *budgets) removeLocked(s *slot) {
 	delete(b.holders, s.key)
+	b.holders = rebuildIfShrunk(b.holders, &b.holdersPeak)
 	bk := s.b
 	// Tokens are mostly taken in time order: from the front, in O(1).
 	i := sort.Search(len(bk.slots), func(i int) bool { return !bk.slots[i].at.Before(s.at) })

@@ -46,6 +46,7 @@ type idleTracker struct {
 	probing  int    // probes sent and not yet handled
 	starts   uint64 // handlers (not probes) and eviction attempts started so far
 	keys     map[types.NamespacedName]struct{}
+	keysPeak int           // for rebuildIfShrunk
 	changed  chan struct{} // closed and replaced whenever a count goes down
 }
 
@@ -83,6 +84,7 @@ func (t *idleTracker) scheduled(key types.NamespacedName) {
 	}
 	t.mu.Lock()
 	t.keys[key] = struct{}{}
+	t.keysPeak = max(t.keysPeak, len(t.keys))
 	t.mu.Unlock()
 }
 
@@ -220,6 +222,8 @@ func (m *Manager) busy() (bool, <-chan struct{}) {
 		return true, changed
 	}
 	now := m.clock.Now()
+	// Rebuilt after the loop (a return ends it), never while ranging it.
+	defer func() { t.keys = rebuildIfShrunk(t.keys, &t.keysPeak) }()
 	for k := range t.keys {
 		w, ok := m.evictions.GetWorker(k)
 		switch {

@@ -266,6 +266,10 @@ func (m *Manager) ScheduledEviction(namespace, name string) (timedqueue.TimedWor
 // waiting for a retry.
 func (m *Manager) ScheduledEvictions() int { return m.evictions.Len() }
 
+// QueuedUpdates returns the number of node and pod updates queued and not
+// yet handled: not those being handled or waiting for a retry.
+func (m *Manager) QueuedUpdates() int { return m.dispatcher.Len() }
+
 // dropped is the dispatcher's drop hook. Updates dropped at shutdown are
 // expected (the next manager's informer lists everything again); others mean
 // a lister kept failing.

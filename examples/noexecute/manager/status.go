@@ -19,9 +19,11 @@ type evictionStatus struct {
 // statuses holds the evictionStatus of each eviction that has one, and, in a
 // dry run, the UID of each pod a "would delete" was recorded for.
 type statuses struct {
-	mu     sync.Mutex
-	byKey  map[types.NamespacedName]evictionStatus
-	dryRun map[types.NamespacedName]types.UID
+	mu         sync.Mutex
+	byKey      map[types.NamespacedName]evictionStatus
+	byKeyPeak  int // for rebuildIfShrunk, as dryRunPeak
+	dryRun     map[types.NamespacedName]types.UID
+	dryRunPeak int
 }
 
 func newStatuses() *statuses {
@@ -39,6 +41,7 @@ func (s *statuses) failed(key types.NamespacedName, err error, refused bool) int
 		st.refusals++
 	}
 	s.byKey[key] = st
+	s.byKeyPeak = max(s.byKeyPeak, len(s.byKey))
 	return st.refusals
 }
 
@@ -57,9 +60,7 @@ func (s *statuses) forget(key types.NamespacedName) bool {
 		return false
 	}
 	delete(s.byKey, key)
-	if len(s.byKey) == 0 {
-		s.byKey = make(map[types.NamespacedName]evictionStatus) // give a peak's memory back
-	}
+	s.byKey = rebuildIfShrunk(s.byKey, &s.byKeyPeak) // give a peak's memory back
 	return true
 }
 
@@ -75,6 +76,7 @@ func (s *statuses) firstDryRun(key types.NamespacedName, uid types.UID) bool {
 		return false
 	}
 	s.dryRun[key] = uid
+	s.dryRunPeak = max(s.dryRunPeak, len(s.dryRun))
 	return true
 }
 
@@ -88,6 +90,7 @@ func (s *statuses) forgetDryRun(key types.NamespacedName) bool {
 		return false
 	}
 	delete(s.dryRun, key)
+	s.dryRun = rebuildIfShrunk(s.dryRun, &s.dryRunPeak)
 	return true
 }
 

@@ -51,6 +51,9 @@ type Result struct {
 	// built.
 	PeakGoroutines, BaseGoroutines int
 	PeakHeap, BaseHeap             uint64
+	// LeftHeap is the live heap once every pod is gone and the manager,
+	// still running, is done: nothing queued, nothing scheduled.
+	LeftHeap uint64
 }
 
 // PodsPerSecond returns the eviction rate.
@@ -63,6 +66,12 @@ func (r Result) PodsPerSecond() float64 { return float64(r.Pods) / r.Elapsed.Sec
 // included. It may be negative in a run where the manager adds less than the
 // noise of the collector's timing.
 func ManagerHeap(run, replay Result) int64 { return int64(run.PeakHeap) - int64(replay.PeakHeap) }
+
+// ManagerHeapLeft returns what the manager still holds once its work is
+// done: run's LeftHeap minus replay's (the emptied cluster's maps keep their
+// peak's memory in both). A manager whose per-pod state follows its work
+// down leaves about nothing.
+func ManagerHeapLeft(run, replay Result) int64 { return int64(run.LeftHeap) - int64(replay.LeftHeap) }
 
 // t0 is where the fake clock stands.
 var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -137,6 +146,16 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 			}
 		}
 		return nil
+	}, func() error {
+		// The last delete events may still be queued: wait for the
+		// manager to handle them, as a measurement harness may (polling).
+		for m.QueuedUpdates() > 0 || m.ScheduledEvictions() > 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return nil
 	})
 }
 
@@ -181,13 +200,13 @@ func Replay(ctx context.Context, opts Options) (Result, error) {
 			}
 		}
 		return nil
-	})
+	}, func() error { return nil })
 }
 
 // measure samples goroutines and heap from just before act is called (it
 // taints the nodes, and evicts the pods if no manager does) until every pod
-// of c is deleted or ctx ends.
-func measure(ctx context.Context, opts Options, c *cluster.Cluster, act func() error) (Result, error) {
+// of c is deleted or ctx ends; then, once settle returns, the heap left.
+func measure(ctx context.Context, opts Options, c *cluster.Cluster, act, settle func() error) (Result, error) {
 	total := opts.Nodes * opts.PodsPerNode
 	var evicted atomic.Int64
 	allGone := make(chan struct{})
@@ -242,6 +261,13 @@ func measure(ctx context.Context, opts Options, c *cluster.Cluster, act func() e
 	res.PeakHeap = max(res.PeakHeap, heapBytes())
 	if err == nil && c.NumPods() != 0 {
 		err = errors.New("scale: pods left after the last eviction")
+	}
+	if err == nil {
+		err = settle()
+	}
+	if err == nil {
+		runtime.GC()
+		res.LeftHeap = heapBytes()
 	}
 	if err == nil && opts.Progress != nil {
 		opts.Progress(total, res.Elapsed)
