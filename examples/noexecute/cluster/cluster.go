@@ -521,6 +521,13 @@ func (c *Cluster) Stats() Stats {
 // injected by [Cluster.ThrottleDeletes] and [Cluster.FailDeletes] while they
 // last.
 func (c *Cluster) DeletePod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	return c.deletePod(ctx, namespace, name, opts, false)
+}
+
+// deletePod is DeletePod, or EvictPod if evict is set: the same checks and
+// the same deletion, with the budget checked and the DisruptionTarget
+// condition set in between for an eviction.
+func (c *Cluster) deletePod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions, evict bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -528,16 +535,25 @@ func (c *Cluster) DeletePod(ctx context.Context, namespace, name string, opts me
 	defer c.writeMu.Unlock()
 	k := types.NamespacedName{Namespace: namespace, Name: name}
 	c.mu.Lock()
-	c.stats.DeleteCalls++
-	old, err := c.lookupForWrite(k, "deleting")
-	if err == nil {
-		err = c.checkUID(old, opts)
-	}
+	old, err := c.checkDelete(k, opts, evict)
 	if err != nil {
 		c.mu.Unlock()
 		return err
 	}
-	p, changed := c.delete(k, old, opts.GracePeriodSeconds)
+	if evict {
+		c.stats.Evicted++
+		// Two writes, as on the API server: handlers see the condition,
+		// then the deletion. writeMu, held throughout, keeps other writers
+		// out in between.
+		if p := markEvicted(old, c.now()); p != nil {
+			c.put(old, p)
+			c.mu.Unlock()
+			c.notifyPod(old, p)
+			c.mu.Lock()
+			old = p
+		}
+	}
+	p, changed := c.applyDelete(k, old, opts.GracePeriodSeconds)
 	c.mu.Unlock()
 	if changed {
 		c.notifyPod(old, p)
@@ -545,9 +561,18 @@ func (c *Cluster) DeletePod(ctx context.Context, namespace, name string, opts me
 	return nil
 }
 
-// lookupForWrite returns the pod at k for DeletePod or EvictPod, after the
-// injected failures, counting what it fails with. c.mu must be held.
-func (c *Cluster) lookupForWrite(k types.NamespacedName, verb string) (*v1.Pod, error) {
+// checkDelete makes the checks of DeletePod, or EvictPod if evict is set, in
+// the API server's order (the budget's before the UID precondition), counts
+// the call and how it failed, and returns the pod to delete. c.mu must be
+// held.
+func (c *Cluster) checkDelete(k types.NamespacedName, opts metav1.DeleteOptions, evict bool) (*v1.Pod, error) {
+	verb := "deleting"
+	if evict {
+		c.stats.EvictCalls++
+		verb = "evicting"
+	} else {
+		c.stats.DeleteCalls++
+	}
 	if err := c.injected(k, verb); err != nil {
 		return nil, err
 	}
@@ -556,23 +581,22 @@ func (c *Cluster) lookupForWrite(k types.NamespacedName, verb string) (*v1.Pod, 
 		c.stats.NotFound++
 		return nil, apierrors.NewNotFound(v1.Resource("pods"), k.Name)
 	}
+	if evict {
+		if err := c.admit(old); err != nil {
+			return nil, err
+		}
+	}
+	if pre := opts.Preconditions; pre != nil && pre.UID != nil && *pre.UID != old.UID {
+		c.stats.Conflicts++
+		return nil, conflict(old.Name, *pre.UID, old.UID)
+	}
 	return old, nil
 }
 
-// checkUID returns a Conflict error, counted, if opts has a UID precondition
-// that p does not meet. c.mu must be held.
-func (c *Cluster) checkUID(p *v1.Pod, opts metav1.DeleteOptions) error {
-	if pre := opts.Preconditions; pre != nil && pre.UID != nil && *pre.UID != p.UID {
-		c.stats.Conflicts++
-		return conflict(p.Name, *pre.UID, p.UID)
-	}
-	return nil
-}
-
-// delete deletes old, stored at k, once DeletePod's checks have passed, and
-// returns the stored pod (nil if removed) and whether anything changed. c.mu
-// must be held.
-func (c *Cluster) delete(k types.NamespacedName, old *v1.Pod, grace *int64) (*v1.Pod, bool) {
+// applyDelete deletes old, stored at k, once DeletePod's checks have passed,
+// and returns the stored pod (nil if removed) and whether anything changed.
+// c.mu must be held.
+func (c *Cluster) applyDelete(k types.NamespacedName, old *v1.Pod, grace *int64) (*v1.Pod, bool) {
 	if grace != nil && *grace > 0 {
 		if old.DeletionTimestamp != nil {
 			return old, false // already terminating: nothing changes

@@ -9,7 +9,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // EvictPod evicts the pod namespace/name as the API server's Eviction API
@@ -42,44 +41,19 @@ import (
 // NotFound error if there is no such pod. opts.DryRun is not modelled.
 // Evicting a pod that a budget covers is O(pods).
 func (c *Cluster) EvictPod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	k := types.NamespacedName{Namespace: namespace, Name: name}
-	c.mu.Lock()
-	c.stats.EvictCalls++
-	old, err := c.lookupForWrite(k, "evicting")
-	if err == nil {
-		err = c.admit(old)
-	}
-	if err == nil {
-		err = c.checkUID(old, opts)
-	}
-	if err != nil {
-		c.mu.Unlock()
-		return err
-	}
-	c.stats.Evicted++
-	marked := old.DeepCopy()
+	return c.deletePod(ctx, namespace, name, opts, true)
+}
+
+// markEvicted returns a copy of p with the DisruptionTarget condition the
+// Eviction API sets, or nil if p has it already.
+func markEvicted(p *v1.Pod, now metav1.Time) *v1.Pod {
 	cond := v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
 		Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"}
-	if setCondition(marked, cond, c.now()) {
-		c.put(old, marked)
-		c.mu.Unlock()
-		c.notifyPod(old, marked)
-		// writeMu, still held, keeps other writers out until the delete.
-		c.mu.Lock()
-	} else {
-		marked = old
+	p = p.DeepCopy()
+	if !setCondition(p, cond, now) {
+		return nil
 	}
-	p, changed := c.delete(k, marked, opts.GracePeriodSeconds)
-	c.mu.Unlock()
-	if changed {
-		c.notifyPod(marked, p)
-	}
-	return nil
+	return p
 }
 
 // admit returns the error with which the API server would refuse to evict p
