@@ -179,21 +179,20 @@ func (l *lane[T]) retryDue(item T, gen uint64) bool {
 
 // forget deletes item's state. Go maps never shrink, so once the lane holds
 // a quarter of a peak of at least laneRebuildAt items, the map is rebuilt to
-// fit, and once empty it is dropped, to give the peak's memory back: a mass of items
-// handled while a few wait for a retry must not keep the mass's memory. The
-// copy costs less than the three quarters of the peak deleted since the map
-// was made, so it is amortised O(1) per deletion; and the rebuilt map's peak
-// is its size, so a lane hovering around the threshold rebuilds once, not
-// at every step.
+// fit (or dropped, if empty): a mass of items handled while a few wait for a
+// retry must not keep the mass's memory. A lane keeps at most laneRebuildAt
+// items' worth beyond what it holds, and a small lane that empties and fills
+// again reuses its map. The copy costs less than the three quarters of the
+// peak deleted since the map was made, so it is amortised O(1) per deletion;
+// and the rebuilt map's peak is its size, so a lane hovering around the
+// threshold rebuilds once, not at every step.
 func (l *lane[T]) forget(item T) {
 	delete(l.items, item)
-	if len(l.items) == 0 && l.peak > 8 {
-		// Empty after more than a map group's worth: give it all back. (A
-		// lane going between 0 and a few items keeps its one group.)
-		l.items, l.peak = nil, 0
+	if l.peak < laneRebuildAt || len(l.items) > l.peak/4 {
 		return
 	}
-	if l.peak < laneRebuildAt || len(l.items) > l.peak/4 {
+	if len(l.items) == 0 {
+		l.items, l.peak = nil, 0
 		return
 	}
 	fresh := make(map[T]itemState, len(l.items))
