@@ -121,11 +121,14 @@
 // [clock.Clock] in [Config]; nothing reads the wall clock.
 //
 // Memory: besides the eviction queue's entry, a pod with a scheduled eviction
-// costs one map entry (its name and 32 bytes), forgotten when the eviction is
-// cancelled or the pod, its node or the node's NoExecute taints go; a taint
-// with no TimeAdded costs a few words per node. The maps are rebuilt when
-// they shrink to a quarter of their peak, so a node failure's peak does not
-// stay.
+// costs one 32-byte map slot, keyed by a 64-bit hash of its namespace and
+// name (16 bytes more if it has no PodScheduled time), forgotten when the
+// eviction is cancelled or the pod, its node or the node's NoExecute taints
+// go; a taint with no TimeAdded costs a few words per node. These maps, the
+// eviction budget's and the dispatcher's lanes are rebuilt when they shrink
+// to a quarter of their peak, so a node failure's peak does not stay. Logs
+// and events cost nothing when off: their arguments are built only when a
+// line is logged or a Recorder is set.
 //
 // # Concurrency
 //
