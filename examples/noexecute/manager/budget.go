@@ -210,6 +210,17 @@ func (b *budgets) release(key types.NamespacedName, now time.Time) bool {
 	return true
 }
 
+// holds reports whether an eviction of key holds a reserved token. A nil
+// *budgets holds none.
+func (b *budgets) holds(key types.NamespacedName) bool {
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.holders[key] != nil
+}
+
 // waiting returns the number of evictions waiting for a token.
 func (b *budgets) waiting() int {
 	if b == nil {

@@ -59,6 +59,15 @@ func (m *Manager) handleNode(_ context.Context, name string) error {
 // tolerations. It runs on the shard worker of the node the pod was on when
 // the event was seen.
 func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
+	if u.Deleted && !m.holdsAnything(u.key()) {
+		// Nothing of the deleted pod's to cancel: the usual end of a pod
+		// this manager evicted, whose eviction forgot it already. A pod
+		// added since under the name has an item of its own (an add is
+		// never merged into a delete's item), which decides for it; so the
+		// lister need not be asked, which for a deleted pod means an error
+		// allocated per pod.
+		return nil
+	}
 	pod, err := m.cfg.GetPod(u.Namespace, u.Name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -96,6 +105,18 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 	}
 	m.handOverIfReplaced(u.key(), pod.UID, u.NodeName)
 	return nil
+}
+
+// holdsAnything reports whether the manager holds anything for the pod key:
+// a countdown, a schedule, a status or an eviction budget's slot.
+func (m *Manager) holdsAnything(key types.NamespacedName) bool {
+	if _, ok := m.countdowns.pod(key); ok {
+		return true
+	}
+	if _, ok := m.evictions.GetWorker(key); ok {
+		return true
+	}
+	return m.status.holds(key) || m.budgets.holds(key)
 }
 
 // handOverIfReplaced is called after a handler acted on the pod key as the

@@ -121,3 +121,78 @@ func TestPodRecreatedOnAnotherNodeKeepsItsEviction(t *testing.T) {
 		assert.False(t, e.exists("web-0"), "pod on n2 outlived its 100s toleration")
 	})
 }
+
+// A pod the manager holds nothing for is deleted and added again under the
+// same name on the same node while the node's shard is busy: the add's own
+// item decides for the new pod (it used to be merged into the delete's item,
+// which is now skipped: see TestDeletedPodHeldNothingIsNotRead).
+func TestPodRecreatedOnItsNodeWhileShardBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g gate // blocks n1's handler after it has listed its pods
+		e := newEnv(t, func(c *manager.Config) {
+			list := c.PodsOnNode
+			c.PodsOnNode = func(name string) ([]*v1.Pod, error) {
+				pods, err := list(name)
+				if name == "n1" {
+					g.pass()
+				}
+				return pods, err
+			}
+		})
+		e.addNode("n1")
+		e.taint("n1")
+		e.addPod("web-0", "n1", tolerating(-1))
+		_, ok := e.manager().ScheduledEviction("default", "web-0")
+		require.False(t, ok, "a pod tolerating forever got an eviction")
+
+		release := g.arm()
+		n1, err := e.c.GetNode("n1")
+		require.NoError(t, err)
+		e.manager().NodeUpdated(nil, n1) // n1's handler lists [web-0] and waits
+		e.settle()
+		require.NoError(t, e.c.DeletePod(context.Background(), "default", "web-0", metav1.DeleteOptions{}))
+		e.addPod("web-0", "n1", nil) // tolerates nothing
+		release()
+		e.settle()
+		assert.False(t, e.exists("web-0"), "the recreated pod, untolerating, was not evicted")
+	})
+}
+
+// A deleted pod the manager holds nothing for (no countdown, schedule,
+// status or budget slot) costs its delete event no lister read: for a pod
+// the manager evicted, the usual case, the read would be a miss, an error
+// allocated per pod.
+func TestDeletedPodHeldNothingIsNotRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var reads atomic.Int64
+		e := newEnv(t, func(c *manager.Config) {
+			get := c.GetPod
+			c.GetPod = func(ns, name string) (*v1.Pod, error) {
+				reads.Add(1)
+				return get(ns, name)
+			}
+		})
+		e.addNode("n1")
+		e.addPod("a", "n1", nil)
+		e.addPod("b", "n1", tolerating(300))
+		e.taint("n1") // a goes at once; b is scheduled
+		require.False(t, e.exists("a"))
+		_, ok := e.manager().ScheduledEviction("default", "b")
+		require.True(t, ok)
+
+		before := reads.Load()
+		require.NoError(t, e.c.DeletePod(context.Background(), "default", "b", metav1.DeleteOptions{}))
+		e.settle()
+		assert.Positive(t, reads.Load()-before, "the delete of a pod with a scheduled eviction was not read")
+		_, ok = e.manager().ScheduledEviction("default", "b")
+		assert.False(t, ok, "a deleted pod's eviction was not cancelled")
+
+		e.addPod("c", "n1", tolerating(-1)) // tolerated forever: nothing held
+		before = reads.Load()
+		require.NoError(t, e.c.DeletePod(context.Background(), "default", "c", metav1.DeleteOptions{}))
+		e.settle()
+		assert.Zero(t, reads.Load()-before, "the delete of a pod the manager held nothing for was read")
+		pods, _ := e.manager().Remembered()
+		assert.Zero(t, pods)
+	})
+}

@@ -19,9 +19,12 @@ import (
 
 // podUpdate is a pod's item in the dispatcher's low lane. NodeName is the
 // pod's node when the event was seen: it is the shard key, so a pod is handled
-// by the worker that handles its node.
+// by the worker that handles its node. Deleted marks the item of a delete
+// event, so that a pod deleted and added again before its item is handled
+// has an item for each.
 type podUpdate struct {
 	Namespace, Name, NodeName string
+	Deleted                   bool
 }
 
 func (p podUpdate) key() types.NamespacedName {
@@ -213,7 +216,7 @@ func (m *Manager) PodUpdated(old, new *v1.Pod) {
 		// bound, its update (new node name) brings it here again.
 		return
 	}
-	m.dispatcher.AddLow(podUpdate{Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName})
+	m.dispatcher.AddLow(podUpdate{Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName, Deleted: new == nil})
 }
 
 // tolerationsEqual is apiequality.Semantic.DeepEqual for tolerations (nil

@@ -45,6 +45,15 @@ func (s *statuses) failed(key types.NamespacedName, err error, refused bool) int
 	return st.refusals
 }
 
+// holds reports whether there is a status or a dry run's record for key.
+func (s *statuses) holds(key types.NamespacedName) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, st := s.byKey[key]
+	_, dry := s.dryRun[key]
+	return st || dry
+}
+
 func (s *statuses) get(key types.NamespacedName) evictionStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
