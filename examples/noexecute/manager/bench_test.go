@@ -33,10 +33,15 @@ import (
 //     variadic slices, a boxed key, a taint's ToString per pod in
 //     reconcile, a boxed Decision and the "Deleting pod" line per eviction,
 //     and event arguments with no Recorder: about 270 MB allocated per run.
-//     Each is now built inside an Enabled or Recorder check. A handler that
-//     cancelled nothing read the deleted pod again (handOverIfReplaced):
-//     a second lister miss per pod, 158 MB of NotFound errors; the re-read
-//     now follows only a cancel that changed something.
+//     Each is now built inside an Enabled or Recorder check. Each delete
+//     event read the deleted pod (a lister miss: a NotFound error
+//     allocated) and, after cancelling nothing, read it again
+//     (handOverIfReplaced): 320 MB. A delete's item is now skipped when the
+//     manager holds nothing for the pod (the pod's eviction forgot it), and
+//     the re-read follows only a cancel that changed something. The lanes'
+//     FIFOs, halving at a quarter down to 8 slots, reallocated every few
+//     operations while a worker kept up with its adds (74 MB); they keep
+//     256 slots.
 //   - Live state. The countdowns map held 64-byte slots (namespace and
 //     name, then 32 bytes): 55 MiB at 500,000 pods. Keyed by the key's
 //     64-bit hash and with the rare first-sight time kept apart, a slot is
@@ -48,22 +53,24 @@ import (
 //     tolerations by reflection; it now compares them field by field.
 //   - GODEBUG=gctrace=1: "peak minus replay" is set by the collector's
 //     pacing. The first cycle after the cluster is built starts at 1.3 GB,
-//     1.7 times its 770 MiB, in both; in the run, with both cores busy, its mark took
-//     0.9 s against 0.3 s in the replay, and everything allocated meanwhile
-//     counts as live, so the next goal was 1.7 GiB. The figure is about
-//     twice what the manager allocates before the first cycle ends, and
-//     varies by ±50 B a pod from run to run.
+//     1.7 times its 770 MiB, in both; in the run, with both cores busy, its
+//     mark took 0.8–0.9 s against 0.3 s in the replay, and everything
+//     allocated meanwhile counts as live, so the next goal was 1.5–1.7 GiB.
+//     The figure follows what the manager allocates before that first
+//     cycle ends more than what it keeps, and moves by ±100 B a pod from run
+//     to run.
 //
-// What is left: the mutex profile puts 88% of the lock waits on the
+// What is left: the mutex profile puts 98% of the lock waits on the
 // cluster's write lock (conditions and deletes copy a pod under it), which
 // bounds the rate; the replay, one goroutine and no manager, does 400–650k
-// pods/s. Of the manager's own live heap at the peak, about 60 MiB is the
-// eviction queue's (timedqueue: an 88-byte slab entry per pod, the index
-// and the heap), 37 MiB the countdowns and up to 16 MiB the delete events
-// queued while the node updates, which go first, are handled. Most of what
-// the manager still allocates is the queue's slab growing (200 MB over a
-// run) and one lister miss per deleted pod (160 MB). The queue's slab,
-// index and heap do not shrink: they are all of what is left once done.
+// pods/s. Of the manager's own live heap, the eviction queue's is the most
+// (timedqueue: an 88-byte slab entry per pod, its index and heap: 60–95 MiB
+// while the queue is full), then the countdowns (30–37 MiB) and the delete
+// events queued while the node updates, which go first, are handled (up to
+// 20 MiB). Most of what the manager still allocates is the queue's slab
+// growing: 200 MB over a run, half of it before the first cycle above. The
+// queue's slab, index and heap do not shrink: they are all of what is left
+// once done (about 60 MiB).
 func BenchmarkEvictAll(b *testing.B) {
 	for _, size := range []struct{ nodes, pods int }{{50, 100}, {500, 100}, {5000, 100}} {
 		b.Run(fmt.Sprintf("nodes=%d/pods=%d", size.nodes, size.pods), func(b *testing.B) {

@@ -37,7 +37,9 @@
 //     scheduled eviction, recording a "Cancelling deletion" event.
 //
 // A deleted pod, a pod moved to another node and the pods of a deleted node
-// have their evictions cancelled the same way.
+// have their evictions cancelled the same way. (A delete of a pod the manager
+// holds nothing for, such as one its eviction removed, is done without a
+// read; a pod added again under the name is decided by its own update.)
 //
 // The eviction (the timed queue's work func) re-checks everything when it
 // fires: it fetches the pod (gone: done), skips it if it is already
