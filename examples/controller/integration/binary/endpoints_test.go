@@ -75,7 +75,7 @@ func TestBinaryEndpointsAndShutdown(t *testing.T) {
 	require.NoError(t, err)
 	// The counter moves when the DELETE has returned, which may be a moment
 	// after the kubelet stand-in saw the pod terminating.
-	p.waitMetric(ctx, "taintkit_evictions_total", map[string]string{"outcome": "evicted"}, eq(1))
+	p.waitMetric(ctx, "taintkit_evictions_total", map[string]string{"outcome": "deleted"}, eq(1))
 	assert.Equal(t, 0.0, p.metric(ctx, "taintkit_evictions_total", map[string]string{"outcome": "failed"}))
 	assert.Equal(t, 1.0, p.metric(ctx, "taintkit_evictions_pending", nil), "the tolerating pod still waits")
 	assert.Equal(t, 1.0, p.metric(ctx, "taintkit_timedqueue_pending", map[string]string{"queue": "noexecute-evictions"}))
