@@ -123,17 +123,17 @@ func refuseEvictions(client *fake.Clientset, refuse func(namespace, name string)
 		if !refuse(ca.GetNamespace(), name) {
 			return false, nil, nil
 		}
-		return true, nil, budgetRefusal("web-pdb", 2, 1)
+		return true, nil, budgetRefusal("web-pdb")
 	})
 }
 
 // budgetRefusal is the API server's answer to an eviction that the budget
-// pdb forbids (pkg/registry/core/pod/storage/eviction.go).
-func budgetRefusal(pdb string, desired, current int) error {
+// pdb forbids, as kube-apiserver v1.37 sends it.
+func budgetRefusal(pdb string) error {
 	err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
 	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
 		Type:    policyv1.DisruptionBudgetCause,
-		Message: fmt.Sprintf("The disruption budget %s needs %d healthy pods and has %d currently", pdb, desired, current),
+		Message: fmt.Sprintf("The disruption budget %s does not allow evicting pods currently", pdb),
 	})
 	return err
 }
