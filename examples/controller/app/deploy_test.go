@@ -16,7 +16,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -159,18 +158,9 @@ func allowedBy(g []grant, a clienttesting.Action) int {
 	if sub := a.GetSubresource(); sub != "" {
 		resource += "/" + sub
 	}
-	var name string
-	switch a := a.(type) {
-	case clienttesting.GetAction:
-		name = a.GetName()
-	case clienttesting.DeleteAction:
-		name = a.GetName()
-	case clienttesting.PatchAction:
-		name = a.GetName()
-	case clienttesting.UpdateAction:
-		if acc, err := meta.Accessor(a.GetObject()); err == nil {
-			name = acc.GetName()
-		}
+	name := actionName(a)
+	if a.GetVerb() == "create" && a.GetSubresource() == "" {
+		name = "" // the object does not exist yet: RBAC sees no name
 	}
 	for i, gr := range g {
 		if gr.namespace != "" && gr.namespace != a.GetNamespace() {

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -136,4 +137,22 @@ func budgetRefusal(pdb string) error {
 		Message: fmt.Sprintf("The disruption budget %s does not allow evicting pods currently", pdb),
 	})
 	return err
+}
+
+// actionName returns the name of the object a recorded action is about
+// (for a create or an update, the object's), or "" for a list or a watch.
+func actionName(a clienttesting.Action) string {
+	switch a := a.(type) {
+	case clienttesting.GetAction:
+		return a.GetName()
+	case clienttesting.DeleteAction:
+		return a.GetName()
+	case clienttesting.PatchAction:
+		return a.GetName()
+	case interface{ GetObject() runtime.Object }: // create, update
+		if o, err := meta.Accessor(a.GetObject()); err == nil {
+			return o.GetName()
+		}
+	}
+	return ""
 }

@@ -10,10 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
@@ -31,20 +29,9 @@ func podWrites(client *fake.Clientset) []string {
 		if a.GetResource().Resource != "pods" {
 			continue
 		}
-		var name string
-		switch a := a.(type) {
-		case clienttesting.PatchAction:
-			name = a.GetName()
-		case clienttesting.DeleteAction:
-			name = a.GetName()
-		case clienttesting.CreateAction:
-			if o, err := meta.Accessor(a.GetObject()); err == nil {
-				name = o.GetName()
-			}
-		}
 		switch a.GetVerb() {
 		case "patch", "delete", "create", "update":
-			out = append(out, strings.TrimSpace(a.GetVerb()+" "+name+" "+a.GetSubresource()))
+			out = append(out, strings.TrimSpace(a.GetVerb()+" "+actionName(a)+" "+a.GetSubresource()))
 		}
 	}
 	return out
