@@ -24,6 +24,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/utils/clock"
 )
 
 func main() {
@@ -44,7 +45,7 @@ func main() {
 			err = fmt.Errorf("noexecute: -scale must be positive, got %v", *scale)
 			break
 		}
-		err = runScenario(os.Stdout, newScaledClock(t0, *scale), log)
+		err = runScenario(os.Stdout, func() clock.Clock { return newScaledClock(t0, *scale) }, log)
 	default:
 		err = runScenario(os.Stdout, nil, log)
 	}

@@ -12,9 +12,11 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -36,17 +38,32 @@ func tolerate(secs int64) []v1.Toleration {
 	return []v1.Toleration{t}
 }
 
-// runScenario plays the scripted scenario. A nil clk means a fake clock,
-// moved by the script from one due eviction to the next; otherwise the
-// script waits for clk to reach each step.
-func runScenario(out io.Writer, clk clock.Clock, log logr.Logger) error {
-	s := &scenario{out: out, clk: clk, shown: make(map[types.NamespacedName]time.Time)}
-	if clk == nil {
+// runScenario plays the scripted scenario: the manager as upstream's, then
+// with safe eviction turned on. A nil newClock means fake clocks, moved by
+// the script from one due eviction to the next; otherwise the script waits
+// for each act's clock to reach each step.
+func runScenario(out io.Writer, newClock func() clock.Clock, log logr.Logger) error {
+	if err := runAct(out, newClock, log, nil, (*scenario).play); err != nil {
+		return err
+	}
+	return runAct(out, newClock, log, func(c *manager.Config) {
+		c.UseEvictionAPI = true
+		c.EvictionFallbackAfter = 3 * time.Minute
+		c.EvictionRate, c.EvictionBurst = 1, 2
+	}, (*scenario).playSafe)
+}
+
+// runAct plays one act on a cluster and a manager of its own.
+func runAct(out io.Writer, newClock func() clock.Clock, log logr.Logger, tweak func(*manager.Config), play func(*scenario) error) error {
+	s := &scenario{out: out, shown: make(map[types.NamespacedName]time.Time)}
+	if newClock == nil {
 		s.fake = testingclock.NewFakeClock(t0)
 		s.clk = s.fake
+	} else {
+		s.clk = newClock()
 	}
 	s.c = cluster.New(s.clk)
-	m, err := manager.New(manager.Config{
+	cfg := manager.Config{
 		GetNode:    s.c.GetNode,
 		GetPod:     s.c.GetPod,
 		PodsOnNode: s.c.PodsOnNode,
@@ -57,7 +74,11 @@ func runScenario(out io.Writer, clk clock.Clock, log logr.Logger) error {
 		// Retry a failed delete after 1 s, 2 s, 4 s, … (at most 30 s).
 		EvictionRetry: timedqueue.RetryPolicy{InitialBackoff: time.Second, MaxBackoff: 30 * time.Second},
 		TrackIdle:     true,
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	m, err := manager.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -71,7 +92,7 @@ func runScenario(out io.Writer, clk clock.Clock, log logr.Logger) error {
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	return s.play()
+	return play(s)
 }
 
 func (s *scenario) play() error {
@@ -173,6 +194,7 @@ type scenario struct {
 	c     *cluster.Cluster
 	m     *manager.Manager
 	shown map[types.NamespacedName]time.Time // evictions printed as scheduled
+	waits map[types.NamespacedName]time.Time // budget waits printed
 
 	mu    sync.Mutex
 	batch []entry // what happened since the last settle
@@ -234,6 +256,17 @@ type loggingClient struct {
 	s *scenario
 }
 
+func (l *loggingClient) EvictPod(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	err := l.Cluster.EvictPod(ctx, ns, name, opts)
+	switch {
+	case manager.IsRefusedByBudget(err):
+		l.s.report(types.NamespacedName{Namespace: ns, Name: name}, "  evict   %s/%s refused: %v", ns, name, err)
+	case err != nil:
+		l.s.report(types.NamespacedName{Namespace: ns, Name: name}, "  evict   %s/%s failed: %v", ns, name, err)
+	}
+	return err
+}
+
 func (l *loggingClient) DeletePod(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 	err := l.Cluster.DeletePod(ctx, ns, name, opts)
 	if err != nil {
@@ -261,6 +294,12 @@ func (s *scenario) settle() error {
 	for _, e := range batch {
 		s.printf("%-8s %s\n", s.offset(e.at), e.text)
 	}
+	budgetWaits := make(map[types.NamespacedName]bool)
+	for _, p := range s.m.Pending() {
+		if p.LastError == "" { // waiting, but nothing failed: a budget's token
+			budgetWaits[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = true
+		}
+	}
 	for _, p := range s.c.ListPods() {
 		k := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
 		w, ok := s.m.ScheduledEviction(k.Namespace, k.Name)
@@ -276,6 +315,17 @@ func (s *scenario) settle() error {
 			continue // a retry: its failure is on the timeline
 		}
 		s.printf("%-8s   eviction of %s scheduled for %s\n", s.offset(s.now()), k, s.offset(w.FireAt.Sub(t0)))
+	}
+	for _, p := range s.c.ListPods() {
+		k := types.NamespacedName{Namespace: p.Namespace, Name: p.Name}
+		w, ok := s.m.ScheduledEviction(k.Namespace, k.Name)
+		if next := w.NextAttempt; ok && budgetWaits[k] && next.After(w.FireAt) && next.After(s.clk.Now()) && !next.Equal(s.waits[k]) {
+			if s.waits == nil {
+				s.waits = make(map[types.NamespacedName]time.Time)
+			}
+			s.waits[k] = next
+			s.printf("%-8s   eviction of %s waits for the eviction budget until %s\n", s.offset(s.now()), k, s.offset(next.Sub(t0)))
+		}
 	}
 	return nil
 }
@@ -308,4 +358,115 @@ func (s *scenario) advance(at time.Duration) error {
 			return nil
 		}
 	}
+}
+
+// playSafe is the second act: safe eviction on a fresh cluster.
+func (s *scenario) playSafe() error {
+	s.printf("\nPart 2: the same manager turned on safely, on a fresh cluster: the Eviction API, a fallback\n")
+	s.printf("delete 3m past the deadline, an eviction budget of 1/s with bursts of 2.\n")
+	s.printf("Nodes node-d, node-e, node-f. PodDisruptionBudget db: at least 2 of the app=db pods ready.\n\n")
+	for _, n := range []string{"node-d", "node-e", "node-f"} {
+		if err := s.c.AddNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
+			return err
+		}
+	}
+	type podSpec struct {
+		name, node string
+		secs       int64
+		note       string
+	}
+	pods := []podSpec{
+		{"db-0", "node-d", 60, "app=db, tolerates the taint for 60s"},
+		{"db-1", "node-d", 70, "app=db, tolerates the taint for 70s"},
+		{"db-2", "node-d", 80, "app=db, tolerates the taint for 80s"},
+	}
+	for i := 1; i <= 6; i++ {
+		pods = append(pods, podSpec{fmt.Sprintf("job-%d", i), "node-e", -2, "tolerates nothing"})
+	}
+	for _, p := range pods {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: "default"}, Spec: v1.PodSpec{NodeName: p.node}}
+		if p.secs >= 0 {
+			pod.Labels = map[string]string{"app": "db"}
+			pod.Spec.Tolerations = tolerate(p.secs)
+		}
+		if _, err := s.c.AddPod(pod); err != nil {
+			return err
+		}
+		if err := s.c.SetPodReady("default", p.name, true); err != nil {
+			return err
+		}
+		s.printf("  pod %-8s on %s  ready, %s\n", p.name, p.node, p.note)
+	}
+	if _, err := s.c.AddPDB(&policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "default"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}},
+	}); err != nil {
+		return err
+	}
+	s.printf("\n")
+	if err := s.settle(); err != nil {
+		return err
+	}
+
+	// replace stands in for the db pods' ReplicaSet: a new pod on node-f
+	// for each db pod gone.
+	replace := func(ready bool) func() error {
+		return func() error {
+			for _, name := range []string{"db-0", "db-1", "db-2"} {
+				if _, err := s.c.GetPod("default", name); err == nil {
+					continue
+				}
+				repl := name + "-new"
+				if _, err := s.c.GetPod("default", repl); err == nil {
+					continue
+				}
+				if _, err := s.c.AddPod(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: repl, Namespace: "default",
+					Labels: map[string]string{"app": "db"}}, Spec: v1.PodSpec{NodeName: "node-f"}}); err != nil {
+					return err
+				}
+				if ready {
+					if err := s.c.SetPodReady("default", repl, true); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}
+	}
+	steps := []struct {
+		at   time.Duration
+		what string
+		do   func() error
+	}{
+		{0, "taint node-d and node-e (the job pods go at the budget's pace)", func() error {
+			return cmp.Or(s.c.SetTaints("node-d", unreachable), s.c.SetTaints("node-e", unreachable))
+		}},
+		{90 * time.Second, "the ReplicaSet's replacement db-0-new is ready on node-f", replace(true)},
+		{2 * time.Minute, "a replacement for the next db pod is created, but never gets ready", replace(false)},
+		{10 * time.Minute, "end", nil},
+	}
+	for _, st := range steps {
+		if err := s.advance(st.at); err != nil {
+			return err
+		}
+		s.action(st.what)
+		if st.do == nil {
+			break
+		}
+		if err := st.do(); err != nil {
+			return err
+		}
+		if err := s.settle(); err != nil {
+			return err
+		}
+	}
+	var left []string
+	for _, p := range s.c.ListPods() {
+		left = append(left, p.Name)
+	}
+	st := s.m.Stats()
+	s.printf("\nPods left: %v.\nEvicted %d through the Eviction API, %d by the fallback delete; %d refusals by the budget, %d waits for the eviction budget.\n",
+		left, st.EvictedByAPI, st.FallbackDeleted, st.Refused, st.BudgetWaits)
+	return nil
 }

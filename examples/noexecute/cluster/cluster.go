@@ -22,14 +22,20 @@ type NodeHandler func(old, new *v1.Node)
 // added, new is nil when it was removed. Both are read-only.
 type PodHandler func(old, new *v1.Pod)
 
-// Stats counts what happened to pods through [Cluster.DeletePod].
+// Stats counts what happened to pods through [Cluster.DeletePod] and
+// [Cluster.EvictPod]. The outcome counters (Deleted to Throttled) count calls
+// of both.
 type Stats struct {
 	DeleteCalls int // calls to DeletePod, whatever their outcome
+	EvictCalls  int // calls to EvictPod, whatever their outcome
 	Deleted     int // pods removed
 	Terminating int // pods marked terminating (positive grace period)
 	NotFound    int // calls that found no pod
 	Conflicts   int // calls whose UID precondition did not match
 	Injected    int // calls failed by FailDeletes
+	Throttled   int // calls failed by ThrottleDeletes
+	Evicted     int // evictions allowed (the pod is then counted as Deleted or Terminating too, unless it already was terminating)
+	Refused     int // evictions a PodDisruptionBudget refused
 }
 
 // Cluster is an in-memory set of nodes and pods. It is safe for concurrent use
@@ -42,15 +48,17 @@ type Cluster struct {
 	// handlers, which read) only ever take mu.
 	writeMu sync.Mutex
 
-	mu       sync.RWMutex
-	nodes    map[string]*v1.Node
-	pods     map[types.NamespacedName]*v1.Pod
-	byNode   map[string]map[types.NamespacedName]*v1.Pod
-	uids     uint64
-	failures map[types.NamespacedName]int
-	stats    Stats
-	onNode   []NodeHandler
-	onPod    []PodHandler
+	mu        sync.RWMutex
+	nodes     map[string]*v1.Node
+	pods      map[types.NamespacedName]*v1.Pod
+	byNode    map[string]map[types.NamespacedName]*v1.Pod
+	uids      uint64
+	failures  map[types.NamespacedName]int
+	throttles map[types.NamespacedName]int
+	pdbs      map[types.NamespacedName]*budget
+	stats     Stats
+	onNode    []NodeHandler
+	onPod     []PodHandler
 }
 
 // New returns an empty cluster whose timestamps come from clk; a nil clk
@@ -60,11 +68,13 @@ func New(clk clock.PassiveClock) *Cluster {
 		clk = clock.RealClock{}
 	}
 	return &Cluster{
-		clock:    clk,
-		nodes:    make(map[string]*v1.Node),
-		pods:     make(map[types.NamespacedName]*v1.Pod),
-		byNode:   make(map[string]map[types.NamespacedName]*v1.Pod),
-		failures: make(map[types.NamespacedName]int),
+		clock:     clk,
+		nodes:     make(map[string]*v1.Node),
+		pods:      make(map[types.NamespacedName]*v1.Pod),
+		byNode:    make(map[string]map[types.NamespacedName]*v1.Pod),
+		failures:  make(map[types.NamespacedName]int),
+		throttles: make(map[types.NamespacedName]int),
+		pdbs:      make(map[types.NamespacedName]*budget),
 	}
 }
 
@@ -250,6 +260,39 @@ func hasCondition(p *v1.Pod, t v1.PodConditionType) bool {
 	return false
 }
 
+// isReady reports whether p's Ready condition is True.
+func isReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// setCondition sets cond on p, replacing a condition of the same type, and
+// reports whether anything changed. LastTransitionTime is now unless the
+// status stays the same.
+func setCondition(p *v1.Pod, cond v1.PodCondition, now metav1.Time) bool {
+	cond.LastTransitionTime = now
+	for i := range p.Status.Conditions {
+		cur := &p.Status.Conditions[i]
+		if cur.Type != cond.Type {
+			continue
+		}
+		if cur.Status == cond.Status && cur.Reason == cond.Reason && cur.Message == cond.Message {
+			return false
+		}
+		if cur.Status == cond.Status {
+			cond.LastTransitionTime = cur.LastTransitionTime
+		}
+		*cur = cond
+		return true
+	}
+	p.Status.Conditions = append(p.Status.Conditions, cond)
+	return true
+}
+
 // put stores p, keeping the by-node index in step. c.mu must be held.
 func (c *Cluster) put(old, p *v1.Pod) {
 	k := keyOf(p)
@@ -280,19 +323,20 @@ func (c *Cluster) remove(k types.NamespacedName, old *v1.Pod) {
 		}
 	}
 	delete(c.failures, k)
+	delete(c.throttles, k)
 }
 
 // AddPod stores a copy of pod and returns the stored pod. An empty namespace
-// becomes "default"; an empty UID gets the next of uid-1, uid-2, …; a pod
-// with a node name and no PodScheduled condition gets one stamped now. It
-// fails with an AlreadyExists error if a pod of that namespace and name
-// exists.
+// becomes "default"; an empty UID gets the next of uid-1, uid-2, …; an empty
+// phase becomes Pending; a pod with a node name and no PodScheduled condition
+// gets one stamped now. It fails with an AlreadyExists error if a pod of that
+// namespace and name exists.
 func (c *Cluster) AddPod(pod *v1.Pod) (*v1.Pod, error) {
 	return c.addPod(pod, true)
 }
 
 // AddPodAsIs is [Cluster.AddPod] without the PodScheduled stamp: the pod's
-// status is stored as given. It models a pod created with its node name
+// conditions are stored as given. It models a pod created with its node name
 // already set (static pods' mirrors, DaemonSet pods of old, many test pods),
 // which no scheduler binds, so nothing records when it arrived on its node.
 func (c *Cluster) AddPodAsIs(pod *v1.Pod) (*v1.Pod, error) {
@@ -318,6 +362,9 @@ func (c *Cluster) addPod(pod *v1.Pod, stampScheduled bool) (*v1.Pod, error) {
 	}
 	if p.CreationTimestamp.IsZero() {
 		p.CreationTimestamp = now
+	}
+	if p.Status.Phase == "" {
+		p.Status.Phase = v1.PodPending // as the API server creates every pod
 	}
 	if stampScheduled && p.Spec.NodeName != "" && !hasCondition(p, v1.PodScheduled) {
 		setScheduled(p, now)
@@ -416,16 +463,48 @@ func conflict(name string, want, got types.UID) error {
 		fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", want, got))
 }
 
-// FailDeletes makes the next n calls of [Cluster.DeletePod] for the pod
-// namespace/name fail with a ServiceUnavailable error, before any other
-// check. The count is forgotten when the pod is removed.
+// FailDeletes makes the next n calls of [Cluster.DeletePod] or
+// [Cluster.EvictPod] for the pod namespace/name fail with a
+// ServiceUnavailable error, before any other check. The count is forgotten
+// when the pod is removed.
 func (c *Cluster) FailDeletes(namespace, name string, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.failures[types.NamespacedName{Namespace: namespace, Name: name}] = n
 }
 
-// Stats returns what DeletePod has done so far.
+// ThrottleDeletes makes the next n calls of [Cluster.DeletePod] or
+// [Cluster.EvictPod] for the pod namespace/name fail with a TooManyRequests
+// (429) error that carries no DisruptionBudget cause, as API Priority and
+// Fairness rejects a request, before any other check (failures injected by
+// [Cluster.FailDeletes] included). It lets a test tell API throttling from a
+// PodDisruptionBudget's refusal. The count is forgotten when the pod is
+// removed.
+func (c *Cluster) ThrottleDeletes(namespace, name string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.throttles[types.NamespacedName{Namespace: namespace, Name: name}] = n
+}
+
+// injected uses up a failure injected for k, if any is left, and returns it.
+// Throttling comes first: the server sheds load before any handler runs.
+// c.mu must be held.
+func (c *Cluster) injected(k types.NamespacedName, verb string) error {
+	if n := c.throttles[k]; n > 0 {
+		c.throttles[k] = n - 1
+		c.stats.Throttled++
+		// What client-go reports for a 429 from API Priority and Fairness.
+		return apierrors.NewTooManyRequests("the server has received too many requests and has asked us to try again later", 1)
+	}
+	if n := c.failures[k]; n > 0 {
+		c.failures[k] = n - 1
+		c.stats.Injected++
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("cluster: injected failure %s pod %s", verb, k))
+	}
+	return nil
+}
+
+// Stats returns what DeletePod and EvictPod have done so far.
 func (c *Cluster) Stats() Stats {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -438,10 +517,17 @@ func (c *Cluster) Stats() Stats {
 // nothing. A positive opts.GracePeriodSeconds marks the pod terminating (sets
 // DeletionTimestamp) instead of removing it; deleting a terminating pod again
 // without a positive grace period removes it. It fails with a NotFound error if
-// there is no such pod, with ctx.Err() if ctx is done, and with a
-// ServiceUnavailable error while failures injected by [Cluster.FailDeletes]
+// there is no such pod, with ctx.Err() if ctx is done, and with the errors
+// injected by [Cluster.ThrottleDeletes] and [Cluster.FailDeletes] while they
 // last.
 func (c *Cluster) DeletePod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	return c.deletePod(ctx, namespace, name, opts, false)
+}
+
+// deletePod is DeletePod, or EvictPod if evict is set: the same checks and
+// the same deletion, with the budget checked and the DisruptionTarget
+// condition set in between for an eviction.
+func (c *Cluster) deletePod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions, evict bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -449,44 +535,83 @@ func (c *Cluster) DeletePod(ctx context.Context, namespace, name string, opts me
 	defer c.writeMu.Unlock()
 	k := types.NamespacedName{Namespace: namespace, Name: name}
 	c.mu.Lock()
-	c.stats.DeleteCalls++
-	if n := c.failures[k]; n > 0 {
-		c.failures[k] = n - 1
-		c.stats.Injected++
+	old, err := c.checkDelete(k, opts, evict)
+	if err != nil {
 		c.mu.Unlock()
-		return apierrors.NewServiceUnavailable(fmt.Sprintf("cluster: injected failure deleting pod %s", k))
+		return err
+	}
+	if evict {
+		c.stats.Evicted++
+		// Two writes, as on the API server: handlers see the condition,
+		// then the deletion. writeMu, held throughout, keeps other writers
+		// out in between.
+		if p := markEvicted(old, c.now()); p != nil {
+			c.put(old, p)
+			c.mu.Unlock()
+			c.notifyPod(old, p)
+			c.mu.Lock()
+			old = p
+		}
+	}
+	p, changed := c.applyDelete(k, old, opts.GracePeriodSeconds)
+	c.mu.Unlock()
+	if changed {
+		c.notifyPod(old, p)
+	}
+	return nil
+}
+
+// checkDelete makes the checks of DeletePod, or EvictPod if evict is set, in
+// the API server's order (the budget's before the UID precondition), counts
+// the call and how it failed, and returns the pod to delete. c.mu must be
+// held.
+func (c *Cluster) checkDelete(k types.NamespacedName, opts metav1.DeleteOptions, evict bool) (*v1.Pod, error) {
+	verb := "deleting"
+	if evict {
+		c.stats.EvictCalls++
+		verb = "evicting"
+	} else {
+		c.stats.DeleteCalls++
+	}
+	if err := c.injected(k, verb); err != nil {
+		return nil, err
 	}
 	old, ok := c.pods[k]
 	if !ok {
 		c.stats.NotFound++
-		c.mu.Unlock()
-		return apierrors.NewNotFound(v1.Resource("pods"), name)
+		return nil, apierrors.NewNotFound(v1.Resource("pods"), k.Name)
+	}
+	if evict {
+		if err := c.admit(old); err != nil {
+			return nil, err
+		}
 	}
 	if pre := opts.Preconditions; pre != nil && pre.UID != nil && *pre.UID != old.UID {
 		c.stats.Conflicts++
-		c.mu.Unlock()
-		return conflict(name, *pre.UID, old.UID)
+		return nil, conflict(old.Name, *pre.UID, old.UID)
 	}
-	if g := opts.GracePeriodSeconds; g != nil && *g > 0 {
+	return old, nil
+}
+
+// applyDelete deletes old, stored at k, once DeletePod's checks have passed,
+// and returns the stored pod (nil if removed) and whether anything changed.
+// c.mu must be held.
+func (c *Cluster) applyDelete(k types.NamespacedName, old *v1.Pod, grace *int64) (*v1.Pod, bool) {
+	if grace != nil && *grace > 0 {
 		if old.DeletionTimestamp != nil {
-			c.mu.Unlock()
-			return nil // already terminating: nothing changes
+			return old, false // already terminating: nothing changes
 		}
 		p := old.DeepCopy()
 		now := c.now()
 		p.DeletionTimestamp = &now
-		p.DeletionGracePeriodSeconds = g
+		p.DeletionGracePeriodSeconds = grace
 		c.put(old, p)
 		c.stats.Terminating++
-		c.mu.Unlock()
-		c.notifyPod(old, p)
-		return nil
+		return p, true
 	}
 	c.remove(k, old)
 	c.stats.Deleted++
-	c.mu.Unlock()
-	c.notifyPod(old, nil)
-	return nil
+	return nil, true
 }
 
 // SetPodCondition sets cond on the pod namespace/name, replacing a condition
@@ -500,6 +625,41 @@ func (c *Cluster) SetPodCondition(ctx context.Context, namespace, name string, u
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	return c.updateStatus(namespace, name, uid, func(p *v1.Pod, now metav1.Time) (bool, error) {
+		return setCondition(p, cond, now), nil
+	})
+}
+
+// SetPodReady reports the pod namespace/name ready or not, as its kubelet
+// would: ready sets the phase to Running and the Ready condition to True;
+// not ready sets Ready to False and keeps the phase. LastTransitionTime is
+// stamped now when Ready's status changes. Pods are not ready until marked
+// so, and only Ready pods count as healthy for a PodDisruptionBudget. It
+// fails with a NotFound error if there is no such pod, and with a BadRequest
+// error if ready is asked of a pod that has Succeeded or Failed (a terminal
+// phase is final). Asking for the state the pod is in changes nothing and
+// notifies no one.
+func (c *Cluster) SetPodReady(namespace, name string, ready bool) error {
+	return c.updateStatus(namespace, name, "", func(p *v1.Pod, now metav1.Time) (bool, error) {
+		status := v1.ConditionFalse
+		changed := false
+		if ready {
+			if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+				return false, apierrors.NewBadRequest(fmt.Sprintf("cluster: pod %s/%s is %s and cannot become ready", p.Namespace, p.Name, p.Status.Phase))
+			}
+			status = v1.ConditionTrue
+			changed = p.Status.Phase != v1.PodRunning
+			p.Status.Phase = v1.PodRunning
+		}
+		// The kubelet leaves Reason empty on a Ready pod; the real reason
+		// of an unready one (ContainersNotReady, …) is of no use here.
+		return setCondition(p, v1.PodCondition{Type: v1.PodReady, Status: status}, now) || changed, nil
+	})
+}
+
+// updateStatus applies change to a copy of the pod namespace/name and stores
+// it if change reports a change, checking uid as SetPodCondition does.
+func (c *Cluster) updateStatus(namespace, name string, uid types.UID, change func(p *v1.Pod, now metav1.Time) (bool, error)) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	k := types.NamespacedName{Namespace: namespace, Name: name}
@@ -514,25 +674,10 @@ func (c *Cluster) SetPodCondition(ctx context.Context, namespace, name string, u
 		return conflict(name, uid, old.UID)
 	}
 	p := old.DeepCopy()
-	cond.LastTransitionTime = c.now()
-	found := false
-	for i := range p.Status.Conditions {
-		cur := &p.Status.Conditions[i]
-		if cur.Type != cond.Type {
-			continue
-		}
-		found = true
-		if cur.Status == cond.Status && cur.Reason == cond.Reason && cur.Message == cond.Message {
-			c.mu.Unlock()
-			return nil
-		}
-		if cur.Status == cond.Status {
-			cond.LastTransitionTime = cur.LastTransitionTime
-		}
-		*cur = cond
-	}
-	if !found {
-		p.Status.Conditions = append(p.Status.Conditions, cond)
+	changed, err := change(p, c.now())
+	if err != nil || !changed {
+		c.mu.Unlock()
+		return err
 	}
 	c.put(old, p)
 	c.mu.Unlock()

@@ -25,10 +25,20 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	attempt, _ := timedqueue.AttemptNumber(ctx)
 	defer m.budgets.done(attempt) // if it did not ask for a token
 	defer func() {
-		switch {
-		case err == nil:
+		if err == nil {
 			// The eviction ended: the pod went, or no longer has to.
 			m.budgets.release(key, m.clock.Now())
+			m.status.forget(key)
+			return
+		}
+		switch w, found := m.evictions.GetWorker(key); {
+		case !found:
+			// Withdrawn by a cancel while it ran: nothing follows it.
+			m.budgets.release(key, m.clock.Now())
+			m.status.forget(key)
+		case !w.Running:
+			// Withdrawn, and a handler scheduled anew: the new schedule
+			// keeps the key's place in the budget's line, not its errors.
 			m.status.forget(key)
 		case !errors.Is(err, errWaitingForBudget):
 			m.status.failed(key, err, false)
