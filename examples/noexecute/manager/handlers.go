@@ -114,8 +114,8 @@ func (m *Manager) handOverIfReplaced(key types.NamespacedName, uid types.UID, no
 // observeTaints has filled in.
 func (m *Manager) reconcile(pod *v1.Pod, nodeName string, taints []v1.Taint, now time.Time) {
 	key := podKey(pod)
-	if m.cfg.DryRun && m.status.dryRunDone(key, pod.UID) {
-		return // a real run would have deleted it: nothing more to decide
+	if m.status.isRemoved(key, pod.UID) {
+		return // removed (or, in a dry run, would have been): nothing to decide
 	}
 	id := m.countdowns.podHash(pod.UID, nodeName)
 	e, ok := m.countdowns.pod(key)
@@ -222,7 +222,7 @@ func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time
 func (m *Manager) cancel(key types.NamespacedName, uid types.UID, why string) {
 	m.countdowns.forgetPod(key)
 	if uid == "" {
-		m.status.forgetDryRun(key) // the pod is gone
+		m.status.forgetRemoved(key) // its deletion is seen
 	}
 	cancelled := m.evictions.CancelWork(key)
 	if cancelled || uid == "" {

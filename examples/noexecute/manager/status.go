@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"maps"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -16,12 +17,16 @@ type evictionStatus struct {
 	lastErr  string
 }
 
-// statuses holds the evictionStatus of each eviction that has one, and, in a
-// dry run, the UID of each pod a "would delete" was recorded for.
+// statuses holds the evictionStatus of each eviction that has one, and the
+// UID of each pod the manager removed (or, in a dry run, would have) whose
+// deletion its informer has not shown yet: a handler deciding from a cache
+// that lags behind must not evict that pod again (a second event, a second
+// budget token), and a dry run must treat it as gone.
 type statuses struct {
-	mu     sync.Mutex
-	byKey  map[types.NamespacedName]evictionStatus
-	dryRun map[types.NamespacedName]types.UID
+	mu      sync.Mutex
+	byKey   map[types.NamespacedName]evictionStatus
+	removed map[types.NamespacedName]types.UID
+	peak    int // of removed
 }
 
 func newStatuses() *statuses {
@@ -61,34 +66,44 @@ func (s *statuses) forget(key types.NamespacedName) {
 	}
 }
 
-// firstDryRun reports whether no "would delete" was recorded yet for the pod
-// key with this uid, and records it.
-func (s *statuses) firstDryRun(key types.NamespacedName, uid types.UID) bool {
+// markRemoved records that the pod key with this uid was removed (or would
+// have been), and reports whether it was not recorded already.
+func (s *statuses) markRemoved(key types.NamespacedName, uid types.UID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.dryRun == nil {
-		s.dryRun = make(map[types.NamespacedName]types.UID)
+	if s.removed == nil {
+		s.removed = make(map[types.NamespacedName]types.UID)
 	}
-	if old, ok := s.dryRun[key]; ok && old == uid {
+	if old, ok := s.removed[key]; ok && old == uid {
 		return false
 	}
-	s.dryRun[key] = uid
+	s.removed[key] = uid
+	s.peak = max(s.peak, len(s.removed))
 	return true
 }
 
-// forgetDryRun forgets the pod key (it was deleted): a pod recreated under
-// its name gets its own "would delete".
-func (s *statuses) forgetDryRun(key types.NamespacedName) {
+// isRemoved reports whether the pod key with this uid was removed (or, in a
+// dry run, would have been).
+func (s *statuses) isRemoved(key types.NamespacedName, uid types.UID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.dryRun, key)
+	old, ok := s.removed[key]
+	return ok && old == uid
 }
 
-// dryRunDone reports whether a "would delete" was recorded for the pod key
-// with this uid: in a dry run that pod is gone, as far as decisions go.
-func (s *statuses) dryRunDone(key types.NamespacedName, uid types.UID) bool {
+// forgetRemoved forgets the pod key: its deletion was seen. A pod recreated
+// under its name is another pod.
+func (s *statuses) forgetRemoved(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, ok := s.dryRun[key]
-	return ok && old == uid
+	if _, ok := s.removed[key]; !ok {
+		return
+	}
+	delete(s.removed, key)
+	// Go maps keep their peak's buckets: after a mass eviction, give them
+	// back once a quarter is left (amortised O(1) per deletion).
+	if s.peak >= 1024 && len(s.removed) <= s.peak/4 {
+		s.removed = maps.Clone(s.removed)
+		s.peak = len(s.removed)
+	}
 }
