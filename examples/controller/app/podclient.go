@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/taintkit/taintkit/examples/noexecute/manager"
 )
@@ -123,10 +124,22 @@ func (c *PodClient) EvictPod(ctx context.Context, namespace, name string, opts m
 	if c.BeforeDelete != nil {
 		c.BeforeDelete(ctx, c.podForHook(namespace, name, opts))
 	}
-	return c.Client.PolicyV1().Evictions(namespace).Evict(ctx, &policyv1.Eviction{
+	eviction := &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Namespace: namespace, Name: name},
 		DeleteOptions: &opts,
-	})
+	}
+	// client-go retries a 429 that carries Retry-After, up to 10 times,
+	// inside the call: a budget whose status is stale ("still being
+	// processed", Retry-After: 10) would hold an eviction slot for some 100 s.
+	// The manager retries refusals itself, on its clock and holding no slot,
+	// so ask once.
+	if rc, ok := c.Client.PolicyV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
+		req := rc.Post().MaxRetries(0).AbsPath("/api/v1") // where the typed Evict posts
+		req = req.Namespace(namespace).Resource("pods").Name(name).SubResource("eviction")
+		return req.Body(eviction).Do(ctx).Error()
+	}
+	// A fake clientset has no REST client: its typed call is the same request.
+	return c.Client.PolicyV1().Evictions(namespace).Evict(ctx, eviction)
 }
 
 func (c *PodClient) cachedCondition(namespace, name string, uid types.UID, t v1.PodConditionType) (v1.PodCondition, bool) {
