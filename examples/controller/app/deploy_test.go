@@ -15,7 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -158,18 +158,9 @@ func allowedBy(g []grant, a clienttesting.Action) int {
 	if sub := a.GetSubresource(); sub != "" {
 		resource += "/" + sub
 	}
-	var name string
-	switch a := a.(type) {
-	case clienttesting.GetAction:
-		name = a.GetName()
-	case clienttesting.DeleteAction:
-		name = a.GetName()
-	case clienttesting.PatchAction:
-		name = a.GetName()
-	case clienttesting.UpdateAction:
-		if acc, err := meta.Accessor(a.GetObject()); err == nil {
-			name = acc.GetName()
-		}
+	name := actionName(a)
+	if a.GetVerb() == "create" && a.GetSubresource() == "" {
+		name = "" // the object does not exist yet: RBAC sees no name
 	}
 	for i, gr := range g {
 		if gr.namespace != "" && gr.namespace != a.GetNamespace() {
@@ -186,19 +177,22 @@ func allowedBy(g []grant, a clienttesting.Action) int {
 	return -1
 }
 
-// The manifests' RBAC allows every call the controller makes, and every
-// verb it grants is one the controller uses. (The integration tests prove
-// the same against a real API server.)
-func TestDeployRBACIsSufficientAndMinimal(t *testing.T) {
-	m := readManifests(t)
-	g := grants(m)
+// controllerActions runs the controller with o on a fake API server
+// through a scenario that makes it use every call it can make with o:
+// start-up and the lease, evictions (one refused by a budget, so that a
+// fallback deletes it with --use-eviction-api), cancellations, repeated
+// events, shutdown. It returns the controller's calls (not the test's).
+func controllerActions(t *testing.T, o app.Options) []clienttesting.Action {
+	var actions []clienttesting.Action
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		node := taintedNode("node-1", t0)
 		client := newFakeAPI(node,
 			boundPod("web", "uid-web", "node-1", t0, nil),
+			boundPod("api", "uid-api", "node-1", t0, nil),
 			boundPod("db", "uid-db", "node-1", t0, ptr.To(time.Hour)))
-		r := start(t, client, leaderOptions("replica-a"))
+		refuseEvictions(client, func(_, name string) bool { return name == "api" })
+		r := start(t, client, o)
 		synctest.Wait()
 		// The test's own writes are not the controller's: note where they
 		// are in the fake's log (nothing else runs while the test writes).
@@ -216,30 +210,50 @@ func TestDeployRBACIsSufficientAndMinimal(t *testing.T) {
 			node = taintedNode("node-1", t0)
 			update(node)
 		}
+		if o.EvictionFallbackAfter > 0 {
+			time.Sleep(o.EvictionFallbackAfter)
+			synctest.Wait()
+			_, err := client.Tracker().Get(podsResource, "default", "api") // not an action
+			require.True(t, apierrors.IsNotFound(err), "not deleted by the fallback: %v", err)
+		}
 		require.NoError(t, r.stop()) // releases the lease
-		var controllerActions []clienttesting.Action
 		for i, a := range client.Actions() {
 			if !mine[i] {
-				controllerActions = append(controllerActions, a)
+				actions = append(actions, a)
 			}
 		}
-		require.Len(t, controllerActions, len(client.Actions())-4)
+		require.Len(t, actions, len(client.Actions())-4)
+	})
+	return actions
+}
 
-		used := make([]map[string]bool, len(g))
-		for i := range used {
-			used[i] = map[string]bool{}
-		}
-		for _, a := range controllerActions {
+// The manifests' RBAC allows every call the controller makes, and every
+// verb it grants is one the controller uses: by default, or with
+// --use-eviction-api (whose fallback deletes). (The integration tests
+// prove the same against a real API server.)
+func TestDeployRBACIsSufficientAndMinimal(t *testing.T) {
+	m := readManifests(t)
+	g := grants(m)
+	used := make([]map[string]bool, len(g))
+	for i := range used {
+		used[i] = map[string]bool{}
+	}
+	evictionAPI := leaderOptions("replica-a")
+	evictionAPI.UseEvictionAPI = true
+	evictionAPI.EvictionFallbackAfter = time.Minute
+	for _, o := range []app.Options{leaderOptions("replica-a"), evictionAPI} {
+		for _, a := range controllerActions(t, o) {
 			i := allowedBy(g, a)
-			if !assert.GreaterOrEqual(t, i, 0, "forbidden: %s %s/%s in %q", a.GetVerb(), a.GetResource().Resource, a.GetSubresource(), a.GetNamespace()) {
+			if !assert.GreaterOrEqual(t, i, 0, "forbidden (eviction API %v): %s %s/%s in %q",
+				o.UseEvictionAPI, a.GetVerb(), a.GetResource().Resource, a.GetSubresource(), a.GetNamespace()) {
 				continue
 			}
 			used[i][a.GetVerb()] = true
 		}
-		for i, gr := range g {
-			for _, verb := range gr.rule.Verbs {
-				assert.True(t, used[i][verb], "granted but never used: %s %v in %q", verb, gr.rule.Resources, gr.namespace)
-			}
+	}
+	for i, gr := range g {
+		for _, verb := range gr.rule.Verbs {
+			assert.True(t, used[i][verb], "granted but never used: %s %v in %q", verb, gr.rule.Resources, gr.namespace)
 		}
-	})
+	}
 }

@@ -8,8 +8,19 @@
 // through a [PodClient]: it sets the pod's DisruptionTarget condition
 // (reason DeletionByTaintManager) with a patch of pods/status, then deletes
 // the pod with its UID as precondition, so a pod recreated under the same
-// name is never deleted in its predecessor's place. Events ("Marking for
-// deletion", "Cancelling deletion") go through an EventBroadcaster.
+// name is never deleted in its predecessor's place. Events ("Scheduled for
+// deletion at …", "Marking for deletion", "Cancelling deletion") go through
+// an EventBroadcaster.
+//
+// # Safe eviction
+//
+// Options.UseEvictionAPI evicts through the Eviction API instead
+// ([PodClient.EvictPod]), which honours PodDisruptionBudgets; a budget's
+// refusal is retried, and Options.EvictionFallbackAfter (zero: never) turns
+// it into a direct delete that long past the pod's deadline.
+// Options.EvictionRate and EvictionBurst bound how many evictions start per
+// second, optionally per namespace; Options.DryRun decides and counts but
+// writes nothing to pods. Each maps to a field of the manager's Config.
 //
 // # Replicas
 //
@@ -23,13 +34,15 @@
 // # Observability
 //
 // /metrics serves [Metrics] (names in the Metric constants) and the Go
-// runtime's metrics; /healthz fails when the leader election is stuck;
+// runtime's metrics, and /debug/evictions on the same server the scheduled
+// evictions as JSON ([EvictionsHandler]); /healthz fails when the leader election is stuck;
 // /readyz turns 200 once the informer caches are synced. Logs go through
 // klog (structured; -v 2 for decisions, -v 4 for details).
 //
 // # Permissions
 //
 // The controller lists and watches nodes and pods, patches pods/status,
-// deletes pods, creates and patches events, and gets, creates and updates
-// its Lease; deploy/ in this module grants exactly that.
+// deletes pods, creates pods/eviction (with UseEvictionAPI), creates and
+// patches events, and gets, creates and updates its Lease; deploy/ in this
+// module grants exactly that.
 package app

@@ -3,9 +3,13 @@ package app_test
 import (
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,16 +18,55 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 )
 
-var podsResource = v1.SchemeGroupVersion.WithResource("pods")
+var (
+	podsResource   = v1.SchemeGroupVersion.WithResource("pods")
+	eventsResource = v1.SchemeGroupVersion.WithResource("events")
+)
 
 // newFakeAPI returns a fake clientset holding objs that also checks what
 // the API server checks and the fake's tracker does not:
 //   - a pods/status patch whose metadata.uid is not the pod's fails as the
 //     server fails it, with 422 Invalid on the field metadata.uid;
 //   - a pod delete whose UID precondition is not the pod's fails with 409
-//     Conflict and deletes nothing.
+//     Conflict and deletes nothing;
+//   - an eviction (create on pods/eviction) checks the pod exists (404)
+//     and the UID precondition (409), then deletes the pod; the fake's
+//     own reactor would answer 201 and leave the pod (see refuseEvictions
+//     for a budget's refusal);
+//   - an event created under a name that exists gets a suffix: the
+//     recorder names events after the clock, which a synctest bubble
+//     stops, and the server would take both.
 func newFakeAPI(objs ...runtime.Object) *fake.Clientset {
 	client := fake.NewClientset(objs...)
+	client.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		ca := a.(clienttesting.CreateAction)
+		if ca.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		ev := ca.GetObject().(*policyv1.Eviction)
+		obj, err := client.Tracker().Get(podsResource, ca.GetNamespace(), ev.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if ev.DeleteOptions != nil && ev.DeleteOptions.Preconditions != nil && ev.DeleteOptions.Preconditions.UID != nil {
+			if uid := obj.(*v1.Pod).UID; uid != *ev.DeleteOptions.Preconditions.UID {
+				return true, nil, apierrors.NewConflict(v1.Resource("pods"), ev.Name,
+					fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *ev.DeleteOptions.Preconditions.UID, uid))
+			}
+		}
+		return true, ev, client.Tracker().Delete(podsResource, ca.GetNamespace(), ev.Name)
+	})
+	var eventNames atomic.Int64
+	client.PrependReactor("create", "events", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		ca := a.(clienttesting.CreateAction)
+		e := ca.GetObject().(*v1.Event)
+		if _, err := client.Tracker().Get(eventsResource, ca.GetNamespace(), e.Name); err != nil {
+			return false, nil, nil
+		}
+		e = e.DeepCopy()
+		e.Name = fmt.Sprintf("%s-%d", e.Name, eventNames.Add(1))
+		return true, e, client.Tracker().Create(eventsResource, e, ca.GetNamespace())
+	})
 	client.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		pa := a.(clienttesting.PatchAction)
 		if pa.GetSubresource() != "status" {
@@ -65,4 +108,51 @@ func newFakeAPI(objs ...runtime.Object) *fake.Clientset {
 		return false, nil, nil
 	})
 	return client
+}
+
+// refuseEvictions makes the fake API server refuse the evictions for which
+// refuse returns true as it does for a PodDisruptionBudget that allows no
+// disruption: 429 TooManyRequests with a DisruptionBudget cause. Other
+// evictions go on to newFakeAPI's reactor.
+func refuseEvictions(client *fake.Clientset, refuse func(namespace, name string) bool) {
+	client.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		ca := a.(clienttesting.CreateAction)
+		if ca.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		name := ca.GetObject().(*policyv1.Eviction).Name
+		if !refuse(ca.GetNamespace(), name) {
+			return false, nil, nil
+		}
+		return true, nil, budgetRefusal("web-pdb")
+	})
+}
+
+// budgetRefusal is the API server's answer to an eviction that the budget
+// pdb forbids, as kube-apiserver v1.37 sends it.
+func budgetRefusal(pdb string) error {
+	err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
+		Type:    policyv1.DisruptionBudgetCause,
+		Message: fmt.Sprintf("The disruption budget %s does not allow evicting pods currently", pdb),
+	})
+	return err
+}
+
+// actionName returns the name of the object a recorded action is about
+// (for a create or an update, the object's), or "" for a list or a watch.
+func actionName(a clienttesting.Action) string {
+	switch a := a.(type) {
+	case clienttesting.GetAction:
+		return a.GetName()
+	case clienttesting.DeleteAction:
+		return a.GetName()
+	case clienttesting.PatchAction:
+		return a.GetName()
+	case interface{ GetObject() runtime.Object }: // create, update
+		if o, err := meta.Accessor(a.GetObject()); err == nil {
+			return o.GetName()
+		}
+	}
+	return ""
 }

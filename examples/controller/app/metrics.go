@@ -18,12 +18,37 @@ const (
 	// MetricEvictionsPending is a gauge: evictions scheduled, running or
 	// waiting for a retry (the eviction queue's depth).
 	MetricEvictionsPending = "taintkit_evictions_pending"
-	// MetricEvictions counts the manager's evictions by outcome: evicted
-	// (deleted), gone (already deleted), terminating (already being
-	// deleted), rescheduled (fired early, decided again), dropped (no
-	// longer due), cancelled (cancelled before firing), failed (retries
-	// ran out).
+	// MetricEvictions counts the manager's evictions by outcome:
+	//   - deleted: deleted directly (the default, as upstream);
+	//   - evicted: evicted through the Eviction API (--use-eviction-api);
+	//   - refused: refused by a PodDisruptionBudget (each refusal counts;
+	//     the eviction is retried);
+	//   - fallback_delete: deleted directly after budgets refused the
+	//     eviction past --eviction-fallback-after;
+	//   - dry_run: would have been removed (--dry-run), once per pod UID;
+	//   - gone: the pod was already deleted;
+	//   - terminating: the pod was already being deleted;
+	//   - rescheduled: fired early (the pod changed), decided again;
+	//   - dropped: no longer due when it fired;
+	//   - cancelled: cancelled before it fired;
+	//   - failed: its retries ran out.
+	//
+	// Pods removed are deleted + evicted + fallback_delete. (Before
+	// v0.3.0, "evicted" counted direct deletions.)
 	MetricEvictions = "taintkit_evictions_total"
+	// MetricEvictionDelay is a histogram of the time from each removed
+	// pod's deadline (the end of its toleration, or when its untolerated
+	// taint was seen) to its deletion or eviction, in seconds: queueing,
+	// eviction budgets and budget refusals all show here. A dry run
+	// observes when it would have removed the pod.
+	MetricEvictionDelay = "taintkit_eviction_delay_seconds"
+	// MetricEvictionBudgetWait is a histogram of how long evictions waited
+	// for a token of the eviction budget (--eviction-rate), in seconds.
+	MetricEvictionBudgetWait = "taintkit_eviction_budget_wait_seconds"
+	// MetricEvictionBudgetWaits counts the evictions that had to wait for
+	// a token of the eviction budget (when they start waiting; the
+	// histogram observes them when they get it).
+	MetricEvictionBudgetWaits = "taintkit_eviction_budget_waits_total"
 	// MetricLeader is 1 while this replica's manager runs (it leads, or
 	// leader election is off), else 0.
 	MetricLeader = "taintkit_leader"
@@ -65,9 +90,13 @@ type Metrics struct {
 	dDuration                           *prometheus.HistogramVec
 	dRetries, dDrops                    *prometheus.CounterVec
 	leader                              prometheus.Gauge
+	delay, budgetWait                   prometheus.Histogram
 	stats                               atomic.Pointer[ManagerStats]
 	evictionsDesc, evictionsPendingDesc *prometheus.Desc
+	budgetWaitsDesc                     *prometheus.Desc
 }
+
+var _ manager.Metrics = (*Metrics)(nil)
 
 // NewMetrics registers the controller's metrics on reg and returns them,
 // or the registration errors. Register them once per registry.
@@ -83,6 +112,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	// 1 ms to ~33 s: a handler or an API call, and how late a timer fires.
 	buckets := prometheus.ExponentialBuckets(0.001, 2, 16)
+	// 10 ms to ~5.8 h: deadlines are met within milliseconds, but budgets
+	// and refusals may hold a pod for minutes or hours.
+	longBuckets := prometheus.ExponentialBuckets(0.01, 2, 22)
 	m := &Metrics{
 		qPending:      gauge(MetricQueuePending, "Schedules waiting to start: pending or backing off.", "queue"),
 		qRunning:      gauge(MetricQueueRunning, "Attempts in flight.", "queue"),
@@ -98,6 +130,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		dDrops:        counter(MetricDispatcherDrops, "Items given up on.", "lane"),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricLeader,
 			Help: "1 while this replica's manager runs (it holds the lease, or leader election is off), else 0."}),
+		delay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricEvictionDelay,
+			Help: "Time from each removed pod's deadline to its deletion or eviction, in seconds.", Buckets: longBuckets}),
+		budgetWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricEvictionBudgetWait,
+			Help: "Time evictions waited for a token of the eviction budget, in seconds.", Buckets: longBuckets}),
+		budgetWaitsDesc: prometheus.NewDesc(MetricEvictionBudgetWaits,
+			"Evictions that had to wait for a token of the eviction budget.", nil, nil),
 		evictionsDesc: prometheus.NewDesc(MetricEvictions,
 			"Evictions of the taint manager by outcome.", []string{"outcome"}, nil),
 		evictionsPendingDesc: prometheus.NewDesc(MetricEvictionsPending,
@@ -106,7 +144,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	var errs []error
 	for _, c := range []prometheus.Collector{
 		m.qPending, m.qRunning, m.qAdds, m.qRetries, m.qFailures, m.qDrops, m.qLateness, m.qWorkDuration,
-		m.dDepth, m.dDuration, m.dRetries, m.dDrops, m.leader, statsCollector{m},
+		m.dDepth, m.dDuration, m.dRetries, m.dDrops, m.leader, m.delay, m.budgetWait, statsCollector{m},
 	} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
@@ -130,6 +168,14 @@ func (m *Metrics) SetLeader(leading bool) {
 		m.leader.Set(0)
 	}
 }
+
+// EvictionDelay observes the time from a pod's deadline to its removal:
+// [MetricEvictionDelay]. It implements [manager.Metrics].
+func (m *Metrics) EvictionDelay(seconds float64) { m.delay.Observe(seconds) }
+
+// BudgetWait observes an eviction's wait for a token of the eviction
+// budget: [MetricEvictionBudgetWait]. It implements [manager.Metrics].
+func (m *Metrics) BudgetWait(seconds float64) { m.budgetWait.Observe(seconds) }
 
 // Queue returns the metrics provider to give a timed queue
 // (timedqueue.WithMetricsProvider); the queue's name is the queue label.
@@ -191,6 +237,7 @@ type statsCollector struct{ m *Metrics }
 func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.m.evictionsDesc
 	ch <- c.m.evictionsPendingDesc
+	ch <- c.m.budgetWaitsDesc
 }
 
 func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -203,7 +250,11 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 		outcome string
 		n       int64
 	}{
-		{"evicted", st.Evicted},
+		{"deleted", st.Deleted},
+		{"evicted", st.EvictedByAPI},
+		{"refused", st.Refused},
+		{"fallback_delete", st.FallbackDeleted},
+		{"dry_run", st.DryRun},
 		{"gone", st.Gone},
 		{"terminating", st.Terminating},
 		{"rescheduled", st.Rescheduled},
@@ -214,4 +265,5 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.m.evictionsDesc, prometheus.CounterValue, float64(o.n), o.outcome)
 	}
 	ch <- prometheus.MustNewConstMetric(c.m.evictionsPendingDesc, prometheus.GaugeValue, float64(pending))
+	ch <- prometheus.MustNewConstMetric(c.m.budgetWaitsDesc, prometheus.CounterValue, float64(st.BudgetWaits))
 }

@@ -87,29 +87,63 @@ func TestMetricsManagerCounters(t *testing.T) {
 	requireValue(t, reg, 0, app.MetricLeader)
 
 	m.SetManager(fakeStats{
-		stats:   manager.Stats{Evicted: 7, Gone: 1, Terminating: 2, Rescheduled: 3, Dropped: 4, Cancelled: 5, Failed: 6},
+		stats: manager.Stats{
+			Evicted: 7 + 8 + 9, Deleted: 7, EvictedByAPI: 8, FallbackDeleted: 9, Refused: 10, DryRun: 11, BudgetWaits: 12,
+			Gone: 1, Terminating: 2, Rescheduled: 3, Dropped: 4, Cancelled: 5, Failed: 6,
+		},
 		pending: 42,
 	})
 	m.SetLeader(true)
+	// Evicted, the sum, is not an outcome of its own: each removal is
+	// counted once, under how it was removed.
 	expected := `
 # HELP taintkit_evictions_total Evictions of the taint manager by outcome.
 # TYPE taintkit_evictions_total counter
 taintkit_evictions_total{outcome="cancelled"} 5
+taintkit_evictions_total{outcome="deleted"} 7
 taintkit_evictions_total{outcome="dropped"} 4
-taintkit_evictions_total{outcome="evicted"} 7
+taintkit_evictions_total{outcome="dry_run"} 11
+taintkit_evictions_total{outcome="evicted"} 8
 taintkit_evictions_total{outcome="failed"} 6
+taintkit_evictions_total{outcome="fallback_delete"} 9
 taintkit_evictions_total{outcome="gone"} 1
+taintkit_evictions_total{outcome="refused"} 10
 taintkit_evictions_total{outcome="rescheduled"} 3
 taintkit_evictions_total{outcome="terminating"} 2
 # HELP taintkit_evictions_pending Evictions scheduled, running or waiting for a retry.
 # TYPE taintkit_evictions_pending gauge
 taintkit_evictions_pending 42
+# HELP taintkit_eviction_budget_waits_total Evictions that had to wait for a token of the eviction budget.
+# TYPE taintkit_eviction_budget_waits_total counter
+taintkit_eviction_budget_waits_total 12
 # HELP taintkit_leader 1 while this replica's manager runs (it holds the lease, or leader election is off), else 0.
 # TYPE taintkit_leader gauge
 taintkit_leader 1
 `
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(expected),
-		app.MetricEvictions, app.MetricEvictionsPending, app.MetricLeader))
+		app.MetricEvictions, app.MetricEvictionsPending, app.MetricEvictionBudgetWaits, app.MetricLeader))
+}
+
+// The manager's delay and wait observations land in histograms in seconds.
+func TestMetricsHistograms(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := app.NewMetrics(reg)
+	require.NoError(t, err)
+	var obs manager.Metrics = m // what manager.Config.Metrics takes
+	obs.EvictionDelay(0.005)
+	obs.EvictionDelay(90)
+	obs.BudgetWait(0.25)
+
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string][2]float64{} // count, sum
+	for _, f := range families {
+		if h := f.GetMetric()[0].GetHistogram(); h != nil && len(f.GetMetric()) == 1 {
+			got[f.GetName()] = [2]float64{float64(h.GetSampleCount()), h.GetSampleSum()}
+		}
+	}
+	assert.Equal(t, [2]float64{2, 90.005}, got[app.MetricEvictionDelay])
+	assert.Equal(t, [2]float64{1, 0.25}, got[app.MetricEvictionBudgetWait])
 }
 
 func TestMetricsRegisterOncePerRegistry(t *testing.T) {

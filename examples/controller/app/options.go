@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -72,6 +73,37 @@ type Options struct {
 	// cancelled and the lease is released.
 	ShutdownGracePeriod time.Duration
 
+	// DryRun decides, schedules and counts evictions exactly as for real
+	// but never writes to a pod: where a real run would delete or evict, it
+	// records a "would delete" event, once per pod UID
+	// (taintkit_evictions_total{outcome="dry_run"}). See
+	// manager.Config.DryRun.
+	DryRun bool
+	// UseEvictionAPI evicts pods through the Eviction API (policy/v1
+	// Eviction on pods/eviction), which honours PodDisruptionBudgets,
+	// instead of deleting them. A refusal by a budget is retried with
+	// backoff, keeping the pod's deadline. See manager.Config.UseEvictionAPI.
+	UseEvictionAPI bool
+	// EvictionFallbackAfter is, with UseEvictionAPI, how long past its
+	// toleration deadline an eviction a disruption budget keeps refusing is
+	// retried before the pod is deleted directly, with a Warning event
+	// (taintkit_evictions_total{outcome="fallback_delete"}). Zero, the
+	// default, means never: budgets are always honoured.
+	EvictionFallbackAfter time.Duration
+	// EvictionRate is the eviction budget: at most this many evictions
+	// start per second (a token bucket of EvictionBurst tokens); due
+	// evictions wait for a token in deadline order. Zero, the default,
+	// means no limit.
+	EvictionRate float64
+	// EvictionBurst is the number of evictions that may start at once
+	// within EvictionRate. It must be at least 1; it is ignored without an
+	// EvictionRate.
+	EvictionBurst int
+	// EvictionRatePerNamespace gives each namespace an eviction budget of
+	// its own (EvictionRate and EvictionBurst each), so that one
+	// namespace's backlog never delays another's evictions.
+	EvictionRatePerNamespace bool
+
 	// The fields below have no flag: they are for programs and tests that
 	// call Run in process.
 
@@ -81,10 +113,12 @@ type Options struct {
 	Listening func(metricsAddr, healthAddr net.Addr)
 	// BeforeDelete, if not nil, is called after the manager's last read of
 	// a pod (and after its DisruptionTarget condition is set) and right
-	// before the DELETE with the pod's UID as precondition, with the pod
-	// as the informer's cache last held it (a copy; only its namespace,
-	// name and UID are set if the cache no longer has it). A test can
-	// recreate the pod there to see the precondition refuse the delete.
+	// before the DELETE with the pod's UID as precondition, or before the
+	// eviction (with UseEvictionAPI; no condition is set then), with the
+	// pod as the informer's cache last held it (a copy; only its
+	// namespace, name and UID are set if the cache no longer has it). A
+	// test can recreate the pod there to see the precondition refuse the
+	// delete.
 	BeforeDelete func(ctx context.Context, pod *v1.Pod)
 	// Registry, if not nil, receives the controller's metrics ([Metrics]).
 	// Nil means a new registry per Run, with the Go runtime's and the
@@ -107,6 +141,15 @@ const (
 	DefaultShards                 = sharding.DefaultShards
 	DefaultMaxConcurrentEvictions = timedqueue.DefaultMaxConcurrency
 	DefaultShutdownGracePeriod    = 30 * time.Second
+	// DefaultEvictionFallbackAfter is zero: with --use-eviction-api a
+	// disruption budget is honoured for ever unless the operator sets a
+	// fallback.
+	DefaultEvictionFallbackAfter = 0
+	// DefaultEvictionRate is zero: no eviction budget, as upstream.
+	DefaultEvictionRate = 0
+	// DefaultEvictionBurst is one: with an --eviction-rate, evictions are
+	// spread evenly, none start together.
+	DefaultEvictionBurst = 1
 )
 
 // NewOptions returns the defaults: leader election on, with a unique
@@ -127,6 +170,9 @@ func NewOptions() Options {
 		Shards:                 DefaultShards,
 		MaxConcurrentEvictions: DefaultMaxConcurrentEvictions,
 		ShutdownGracePeriod:    DefaultShutdownGracePeriod,
+		EvictionFallbackAfter:  DefaultEvictionFallbackAfter,
+		EvictionRate:           DefaultEvictionRate,
+		EvictionBurst:          DefaultEvictionBurst,
 	}
 }
 
@@ -156,6 +202,12 @@ func defaultIdentity() string {
 //	--shards                           int
 //	--max-concurrent-evictions         int
 //	--shutdown-grace-period            duration
+//	--dry-run                          bool
+//	--use-eviction-api                 bool
+//	--eviction-fallback-after          duration; 0 means never
+//	--eviction-rate                    float, evictions per second; 0 means no limit
+//	--eviction-burst                   int
+//	--eviction-rate-per-namespace      bool
 //
 // The Identity has no flag: it is made unique per process.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
@@ -187,6 +239,18 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"Maximum evictions (status patch and delete) in flight at once.")
 	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod,
 		"On SIGTERM, how long evictions in flight may take to finish before the lease is released.")
+	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun,
+		`Decide and count evictions as for real, but never write to a pod: record a "would delete" event once per pod instead.`)
+	fs.BoolVar(&o.UseEvictionAPI, "use-eviction-api", o.UseEvictionAPI,
+		"Evict pods through the Eviction API, which honours PodDisruptionBudgets, instead of deleting them.")
+	fs.DurationVar(&o.EvictionFallbackAfter, "eviction-fallback-after", o.EvictionFallbackAfter,
+		"With --use-eviction-api: how long past a pod's toleration deadline an eviction refused by a disruption budget is retried before the pod is deleted directly. 0 means never.")
+	fs.Float64Var(&o.EvictionRate, "eviction-rate", o.EvictionRate,
+		"At most this many evictions start per second (a token bucket of --eviction-burst). 0 means no limit.")
+	fs.IntVar(&o.EvictionBurst, "eviction-burst", o.EvictionBurst,
+		"With --eviction-rate: evictions that may start at once.")
+	fs.BoolVar(&o.EvictionRatePerNamespace, "eviction-rate-per-namespace", o.EvictionRatePerNamespace,
+		"With --eviction-rate: give each namespace a budget of its own (--eviction-rate and --eviction-burst each).")
 	klog.InitFlags(fs)
 }
 
@@ -263,6 +327,23 @@ func (o Options) Validate() error {
 	}
 	if o.ShutdownGracePeriod < 0 {
 		bad("--shutdown-grace-period must not be negative, got %v", o.ShutdownGracePeriod)
+	}
+	if o.EvictionFallbackAfter < 0 {
+		bad("--eviction-fallback-after must not be negative, got %v", o.EvictionFallbackAfter)
+	}
+	if o.EvictionFallbackAfter != 0 && !o.UseEvictionAPI {
+		// Without the Eviction API nothing is ever refused: a fallback set
+		// there is a mistake the operator should hear of.
+		bad("--eviction-fallback-after (%v) needs --use-eviction-api", o.EvictionFallbackAfter)
+	}
+	if !(o.EvictionRate >= 0) || math.IsInf(o.EvictionRate, 0) { // also refuses NaN
+		bad("--eviction-rate must be a finite number ≥ 0, got %v", o.EvictionRate)
+	}
+	if o.EvictionBurst < 1 {
+		bad("--eviction-burst must be at least 1, got %d", o.EvictionBurst)
+	}
+	if o.EvictionRatePerNamespace && o.EvictionRate == 0 {
+		bad("--eviction-rate-per-namespace needs an --eviction-rate")
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package app_test
 import (
 	"flag"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -29,6 +30,13 @@ func TestNewOptionsDefaults(t *testing.T) {
 	assert.Equal(t, 8, o.Shards)
 	assert.Equal(t, 32, o.MaxConcurrentEvictions)
 	assert.Equal(t, 30*time.Second, o.ShutdownGracePeriod)
+	// Safe eviction: off by default, as upstream behaves.
+	assert.False(t, o.DryRun)
+	assert.False(t, o.UseEvictionAPI)
+	assert.Zero(t, o.EvictionFallbackAfter, "never fall back")
+	assert.Zero(t, o.EvictionRate, "no eviction budget")
+	assert.Equal(t, 1, o.EvictionBurst)
+	assert.False(t, o.EvictionRatePerNamespace)
 	assert.Empty(t, o.Kubeconfig)
 	assert.NoError(t, o.Validate())
 }
@@ -60,6 +68,12 @@ func TestAddFlagsNames(t *testing.T) {
 		"shards",
 		"max-concurrent-evictions",
 		"shutdown-grace-period",
+		"dry-run",
+		"use-eviction-api",
+		"eviction-fallback-after",
+		"eviction-rate",
+		"eviction-burst",
+		"eviction-rate-per-namespace",
 		"v",
 	} {
 		assert.NotNil(t, fs.Lookup(name), "flag --%s is missing", name)
@@ -80,6 +94,12 @@ func TestAddFlagsNames(t *testing.T) {
 		"shards":                          "8",
 		"max-concurrent-evictions":        "32",
 		"shutdown-grace-period":           "30s",
+		"dry-run":                         "false",
+		"use-eviction-api":                "false",
+		"eviction-fallback-after":         "0s",
+		"eviction-rate":                   "0",
+		"eviction-burst":                  "1",
+		"eviction-rate-per-namespace":     "false",
 	} {
 		assert.Equal(t, want, fs.Lookup(name).DefValue, "default of --%s", name)
 	}
@@ -104,6 +124,12 @@ func TestAddFlagsParse(t *testing.T) {
 		"--shards=3",
 		"--max-concurrent-evictions=4",
 		"--shutdown-grace-period=1m",
+		"--dry-run",
+		"--use-eviction-api",
+		"--eviction-fallback-after=10m",
+		"--eviction-rate=2.5",
+		"--eviction-burst=5",
+		"--eviction-rate-per-namespace",
 	}))
 	assert.Equal(t, "/etc/kube/config", o.Kubeconfig)
 	assert.False(t, o.LeaderElect)
@@ -119,6 +145,12 @@ func TestAddFlagsParse(t *testing.T) {
 	assert.Equal(t, 3, o.Shards)
 	assert.Equal(t, 4, o.MaxConcurrentEvictions)
 	assert.Equal(t, time.Minute, o.ShutdownGracePeriod)
+	assert.True(t, o.DryRun)
+	assert.True(t, o.UseEvictionAPI)
+	assert.Equal(t, 10*time.Minute, o.EvictionFallbackAfter)
+	assert.Equal(t, 2.5, o.EvictionRate)
+	assert.Equal(t, 5, o.EvictionBurst)
+	assert.True(t, o.EvictionRatePerNamespace)
 	assert.NoError(t, o.Validate())
 }
 
@@ -168,6 +200,26 @@ func TestValidate(t *testing.T) {
 		{"zero evictions", func(o *app.Options) { o.MaxConcurrentEvictions = 0 }, []string{"--max-concurrent-evictions must be at least 1, got 0"}},
 		{"negative grace period", func(o *app.Options) { o.ShutdownGracePeriod = -time.Second }, []string{"--shutdown-grace-period must not be negative"}},
 		{"zero grace period", func(o *app.Options) { o.ShutdownGracePeriod = 0 }, nil},
+		{"eviction API with a fallback", func(o *app.Options) { o.UseEvictionAPI, o.EvictionFallbackAfter = true, time.Minute }, nil},
+		{"eviction API never falling back", func(o *app.Options) { o.UseEvictionAPI = true }, nil},
+		{"negative fallback", func(o *app.Options) { o.UseEvictionAPI, o.EvictionFallbackAfter = true, -time.Second },
+			[]string{"--eviction-fallback-after must not be negative, got -1s"}},
+		// Without the Eviction API nothing is refused: a fallback is a mistake.
+		{"fallback without the eviction API", func(o *app.Options) { o.EvictionFallbackAfter = time.Minute },
+			[]string{"--eviction-fallback-after (1m0s) needs --use-eviction-api"}},
+		{"rate and burst", func(o *app.Options) { o.EvictionRate, o.EvictionBurst = 10, 5 }, nil},
+		{"fractional rate", func(o *app.Options) { o.EvictionRate = 0.1 }, nil},
+		{"negative rate", func(o *app.Options) { o.EvictionRate = -1 }, []string{"--eviction-rate must be a finite number ≥ 0, got -1"}},
+		{"NaN rate", func(o *app.Options) { o.EvictionRate = math.NaN() }, []string{"--eviction-rate must be a finite number ≥ 0, got NaN"}},
+		{"infinite rate", func(o *app.Options) { o.EvictionRate = math.Inf(1) }, []string{"--eviction-rate must be a finite number ≥ 0, got +Inf"}},
+		{"zero burst", func(o *app.Options) { o.EvictionBurst = 0 }, []string{"--eviction-burst must be at least 1, got 0"}},
+		{"burst without a rate is ignored", func(o *app.Options) { o.EvictionBurst = 50 }, nil},
+		{"rate per namespace", func(o *app.Options) { o.EvictionRate, o.EvictionRatePerNamespace = 1, true }, nil},
+		{"per namespace without a rate", func(o *app.Options) { o.EvictionRatePerNamespace = true },
+			[]string{"--eviction-rate-per-namespace needs an --eviction-rate"}},
+		{"dry run with everything", func(o *app.Options) {
+			o.DryRun, o.UseEvictionAPI, o.EvictionFallbackAfter, o.EvictionRate, o.EvictionRatePerNamespace = true, true, time.Minute, 1, true
+		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := app.NewOptions()

@@ -6,19 +6,25 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/taintkit/taintkit/examples/noexecute/manager"
 )
 
-var _ manager.PodClient = (*PodClient)(nil)
+var (
+	_ manager.PodClient  = (*PodClient)(nil)
+	_ manager.PodEvicter = (*PodClient)(nil)
+)
 
-// PodClient is the manager's [manager.PodClient] on a clientset. It needs
-// the RBAC verbs patch on pods/status and delete on pods.
+// PodClient is the manager's [manager.PodClient] and [manager.PodEvicter]
+// on a clientset. It needs the RBAC verbs patch on pods/status and delete
+// on pods, and create on pods/eviction for [PodClient.EvictPod].
 //
 // It is safe for concurrent use by multiple goroutines if BeforeDelete is.
 type PodClient struct {
@@ -28,8 +34,8 @@ type PodClient struct {
 	// the transition time of a condition that does not change) and for the
 	// pod given to BeforeDelete.
 	Pods corelisters.PodLister
-	// BeforeDelete, if not nil, is called right before each DELETE: see
-	// [Options.BeforeDelete].
+	// BeforeDelete, if not nil, is called right before each DELETE and
+	// each eviction: see [Options.BeforeDelete].
 	BeforeDelete func(ctx context.Context, pod *v1.Pod)
 }
 
@@ -101,6 +107,39 @@ func (c *PodClient) DeletePod(ctx context.Context, namespace, name string, opts 
 		c.BeforeDelete(ctx, c.podForHook(namespace, name, opts))
 	}
 	return c.Client.CoreV1().Pods(namespace).Delete(ctx, name, opts)
+}
+
+// EvictPod evicts the pod through the Eviction API: it creates a policy/v1
+// Eviction of the pod with opts as its DeleteOptions (the manager sets a
+// UID precondition, which the API server checks: a mismatch is a 409
+// Conflict and evicts nothing). It calls BeforeDelete first.
+//
+// The API server honours the pod's PodDisruptionBudgets: when one allows
+// no disruption it answers 429 TooManyRequests with a cause of type
+// DisruptionBudget, which [manager.IsRefusedByBudget] recognises, and the
+// pod stays. When it evicts, it sets the pod's DisruptionTarget condition
+// (reason EvictionByEvictionAPI) and deletes the pod with the pod's own
+// grace period.
+func (c *PodClient) EvictPod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	if c.BeforeDelete != nil {
+		c.BeforeDelete(ctx, c.podForHook(namespace, name, opts))
+	}
+	eviction := &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Namespace: namespace, Name: name},
+		DeleteOptions: &opts,
+	}
+	// client-go retries a 429 that carries Retry-After, up to 10 times,
+	// inside the call: a budget whose status is stale ("still being
+	// processed", Retry-After: 10) would hold an eviction slot for some 100 s.
+	// The manager retries refusals itself, on its clock and holding no slot,
+	// so ask once.
+	if rc, ok := c.Client.PolicyV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
+		req := rc.Post().MaxRetries(0).AbsPath("/api/v1") // where the typed Evict posts
+		req = req.Namespace(namespace).Resource("pods").Name(name).SubResource("eviction")
+		return req.Body(eviction).Do(ctx).Error()
+	}
+	// A fake clientset has no REST client: its typed call is the same request.
+	return c.Client.PolicyV1().Evictions(namespace).Evict(ctx, eviction)
 }
 
 func (c *PodClient) cachedCondition(namespace, name string, uid types.UID, t v1.PodConditionType) (v1.PodCondition, bool) {

@@ -9,14 +9,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/noexecute/manager"
 	"github.com/taintkit/taintkit/tolerations"
 )
 
@@ -190,4 +193,80 @@ func TestPodClientBeforeDeleteRecreatesPod(t *testing.T) {
 	pod, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, types.UID("uid-2"), pod.UID)
+}
+
+func uidOptions(uid types.UID) metav1.DeleteOptions {
+	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: uidPtr(uid)}}
+}
+
+// EvictPod creates a policy/v1 Eviction on the pod's eviction subresource,
+// carrying the manager's DeleteOptions; it sets no condition itself (the
+// API server does when it evicts).
+func TestPodClientEvictPod(t *testing.T) {
+	ctx := t.Context()
+	client := newFakeAPI(testPod("web", "uid-1"))
+	var hooked []types.UID
+	c := &app.PodClient{Client: client, BeforeDelete: func(_ context.Context, pod *v1.Pod) { hooked = append(hooked, pod.UID) }}
+
+	require.NoError(t, c.EvictPod(ctx, "default", "web", uidOptions("uid-1")))
+	_, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "pod evicted, got %v", err)
+	assert.Equal(t, []types.UID{"uid-1"}, hooked, "BeforeDelete is called before an eviction too")
+
+	var writes []clienttesting.Action
+	for _, a := range client.Actions() {
+		if a.GetVerb() != "get" {
+			writes = append(writes, a)
+		}
+	}
+	require.Len(t, writes, 1)
+	create, ok := writes[0].(clienttesting.CreateAction)
+	require.True(t, ok, "%T", writes[0])
+	assert.Equal(t, "pods", create.GetResource().Resource)
+	assert.Equal(t, "eviction", create.GetSubresource())
+	assert.Equal(t, "default", create.GetNamespace())
+	ev, ok := create.GetObject().(*policyv1.Eviction)
+	require.True(t, ok, "%T", create.GetObject())
+	assert.Equal(t, metav1.ObjectMeta{Namespace: "default", Name: "web"}, ev.ObjectMeta)
+	require.NotNil(t, ev.DeleteOptions)
+	assert.Equal(t, types.UID("uid-1"), *ev.DeleteOptions.Preconditions.UID)
+}
+
+func TestPodClientEvictPodNotFoundAndConflict(t *testing.T) {
+	ctx := t.Context()
+	client := newFakeAPI(testPod("web", "uid-2")) // uid-1 was deleted and recreated
+	c := &app.PodClient{Client: client}
+
+	err := c.EvictPod(ctx, "default", "gone", uidOptions("uid-1"))
+	assert.True(t, apierrors.IsNotFound(err), "want NotFound, got %v", err)
+	err = c.EvictPod(ctx, "default", "web", uidOptions("uid-1"))
+	assert.True(t, apierrors.IsConflict(err), "want Conflict, got %v", err)
+	_, err = client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	assert.NoError(t, err, "the new pod is still there")
+}
+
+// A budget's 429 reaches the manager as a refusal; a 429 without the
+// DisruptionBudget cause (API throttling) does not.
+func TestPodClientEvictPodRefusedByBudget(t *testing.T) {
+	ctx := t.Context()
+	client := newFakeAPI(testPod("web", "uid-1"), testPod("api", "uid-2"))
+	refuseEvictions(client, func(_, name string) bool { return name == "web" })
+	client.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "eviction" && a.(clienttesting.CreateAction).GetObject().(*policyv1.Eviction).Name == "api" {
+			return true, nil, apierrors.NewTooManyRequests("the server has received too many requests", 1)
+		}
+		return false, nil, nil
+	})
+	c := &app.PodClient{Client: client}
+
+	err := c.EvictPod(ctx, "default", "web", uidOptions("uid-1"))
+	require.Error(t, err)
+	assert.True(t, manager.IsRefusedByBudget(err), "a budget's refusal: %v", err)
+	_, err = client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+	assert.NoError(t, err, "a refused eviction leaves the pod")
+
+	err = c.EvictPod(ctx, "default", "api", uidOptions("uid-2"))
+	require.Error(t, err)
+	assert.True(t, apierrors.IsTooManyRequests(err))
+	assert.False(t, manager.IsRefusedByBudget(err), "throttling is not a budget's refusal: %v", err)
 }

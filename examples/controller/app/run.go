@@ -91,6 +91,7 @@ type controller struct {
 	cluster  *cluster
 	recorder record.EventRecorder
 	metrics  *Metrics
+	pending  *EvictionsHandler // /debug/evictions
 }
 
 // run is Run on given clientsets (fake ones in tests); leaderClient is
@@ -111,7 +112,8 @@ func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Optio
 		return fmt.Errorf("app: register metrics: %w", err)
 	}
 	watchdog := newWatchdog(o)
-	srv, err := listen(o, reg, watchdog)
+	pending := &EvictionsHandler{}
+	srv, err := listen(o, reg, watchdog, pending)
 	if err != nil {
 		return err
 	}
@@ -153,6 +155,7 @@ func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Optio
 		cluster:  cl,
 		recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: Component}),
 		metrics:  metrics,
+		pending:  pending,
 	}
 	if !o.LeaderElect {
 		return c.runManager(ctx, nil)
@@ -179,12 +182,19 @@ func (c *controller) runManager(ctx context.Context, lost <-chan struct{}) error
 			client: &PodClient{Client: c.client, Pods: c.cluster.podLister, BeforeDelete: c.o.BeforeDelete},
 			stop:   acting,
 		},
-		Recorder:               c.recorder,
-		Logger:                 &c.log,
-		Shards:                 c.o.Shards,
-		MaxConcurrentEvictions: c.o.MaxConcurrentEvictions,
-		QueueMetrics:           c.metrics.Queue(),
-		DispatcherMetrics:      c.metrics.Dispatcher(),
+		Recorder:                 c.recorder,
+		Logger:                   &c.log,
+		Shards:                   c.o.Shards,
+		MaxConcurrentEvictions:   c.o.MaxConcurrentEvictions,
+		UseEvictionAPI:           c.o.UseEvictionAPI,
+		EvictionFallbackAfter:    c.o.EvictionFallbackAfter,
+		EvictionRate:             c.o.EvictionRate,
+		EvictionBurst:            c.o.EvictionBurst,
+		EvictionRatePerNamespace: c.o.EvictionRatePerNamespace,
+		DryRun:                   c.o.DryRun,
+		Metrics:                  c.metrics,
+		QueueMetrics:             c.metrics.Queue(),
+		DispatcherMetrics:        c.metrics.Dispatcher(),
 	})
 	if err != nil {
 		return fmt.Errorf("app: %w", err)
@@ -192,6 +202,8 @@ func (c *controller) runManager(ctx context.Context, lost <-chan struct{}) error
 	c.metrics.SetManager(m)
 	c.metrics.SetLeader(true)
 	defer c.metrics.SetLeader(false)
+	c.pending.SetSource(m)
+	defer c.pending.SetSource(nil) // a stopped manager schedules nothing
 
 	managerCtx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopManager()
@@ -272,6 +284,14 @@ func (u untilStopped) DeletePod(ctx context.Context, namespace, name string, opt
 	ctx, cancel := u.context(ctx)
 	defer cancel()
 	return u.client.DeletePod(ctx, namespace, name, opts)
+}
+
+// EvictPod evicts through the wrapped client, which must be a
+// manager.PodEvicter (Run's PodClient is).
+func (u untilStopped) EvictPod(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	ctx, cancel := u.context(ctx)
+	defer cancel()
+	return u.client.(manager.PodEvicter).EvictPod(ctx, namespace, name, opts)
 }
 
 func (u untilStopped) context(ctx context.Context) (context.Context, func()) {

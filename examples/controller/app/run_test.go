@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
@@ -176,9 +177,13 @@ func TestRunEvictsUntoleratedPod(t *testing.T) {
 		require.GreaterOrEqual(t, len(writes), 2)
 		assert.Equal(t, []string{"patch web status", "delete web"}, writes[:2])
 		assert.NotContains(t, writes[2:], "delete web")
-		assert.Equal(t, []string{"Marking for deletion Pod default/web"}, events(t, client, "web"))
+		assert.ElementsMatch(t, []string{
+			"Scheduled for deletion at " + now.UTC().Format(time.RFC3339Nano) + ": taint " + unreachable + ":NoExecute not tolerated",
+			"Marking for deletion Pod default/web",
+		}, events(t, client, "web"))
 
-		requireValue(t, o.Registry, 1, app.MetricEvictions, "outcome", "evicted")
+		requireValue(t, o.Registry, 1, app.MetricEvictions, "outcome", "deleted")
+		requireValue(t, o.Registry, 0, app.MetricEvictions, "outcome", "evicted")
 		requireValue(t, o.Registry, 1, app.MetricLeader)
 		requireValue(t, o.Registry, 0, app.MetricEvictionsPending)
 		requireValue(t, o.Registry, 0, app.MetricDispatcherDepth, "lane", "low")
@@ -229,7 +234,10 @@ func TestRunCancelsWhenTaintRemoved(t *testing.T) {
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		assert.True(t, podExists(t, client, "web"))
-		assert.Equal(t, []string{"Cancelling deletion of Pod default/web"}, events(t, client, "web"))
+		assert.ElementsMatch(t, []string{
+			"Scheduled for deletion at " + t0.Add(10*time.Second).UTC().Format(time.RFC3339Nano) + ": taint " + unreachable + ":NoExecute not tolerated after 10 s",
+			"Cancelling deletion of Pod default/web",
+		}, events(t, client, "web"))
 	})
 }
 
@@ -334,7 +342,9 @@ func TestRunLeaderElectionHandover(t *testing.T) {
 		assert.NoError(t, a.stop())
 		assert.Empty(t, *lease(t, client).Spec.HolderIdentity, "lease released")
 
-		time.Sleep(2 * time.Second) // a retry period, jittered, is enough
+		// A retry period, jittered by up to JitterFactor more, is enough
+		// (2 s was not: the jitter can take it to 2.2 s).
+		time.Sleep(time.Duration(float64(ob.RetryPeriod) * (1 + leaderelection.JitterFactor)))
 		synctest.Wait()
 		assert.Equal(t, "replica-b", *lease(t, client).Spec.HolderIdentity)
 		requireValue(t, ob.Registry, 1, app.MetricLeader)

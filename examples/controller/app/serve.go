@@ -23,8 +23,9 @@ type servers struct {
 }
 
 // listen binds both servers' addresses ("0" disables a server), so that a
-// bad or busy address fails Run before anything starts.
-func listen(o Options, reg *prometheus.Registry, watchdog *leaderelection.HealthzAdaptor) (*servers, error) {
+// bad or busy address fails Run before anything starts. The metrics server
+// also serves evictions on /debug/evictions.
+func listen(o Options, reg *prometheus.Registry, watchdog *leaderelection.HealthzAdaptor, evictions http.Handler) (*servers, error) {
 	s := &servers{}
 	var err error
 	if o.MetricsBindAddress != "0" {
@@ -33,6 +34,7 @@ func listen(o Options, reg *prometheus.Registry, watchdog *leaderelection.Health
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		mux.Handle(DebugEvictionsPath, evictions)
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	if o.HealthProbeBindAddress != "0" {

@@ -2,9 +2,12 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,10 +16,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/noexecute/manager"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -74,7 +79,12 @@ func TestRunServesMetricsAndProbes(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	for _, want := range []string{
 		app.MetricEvictionsPending + " ",
-		app.MetricEvictions + `{outcome="evicted"}`,
+		// (The counters may not count the deletion yet: the manager counts
+		// once the DELETE returned, the watch may tell the test first.)
+		app.MetricEvictions + `{outcome="deleted"} `,
+		app.MetricEvictions + `{outcome="evicted"} 0`,
+		app.MetricEvictionDelay + "_count ",
+		app.MetricEvictionBudgetWait + "_count 0",
 		app.MetricLeader + " 1",
 		"go_goroutines ",
 	} {
@@ -97,4 +107,115 @@ func TestRunListeningDisabledServers(t *testing.T) {
 	client := newFakeAPI()
 	require.NoError(t, app.RunWithClients(ctx, client, client, o))
 	assert.Equal(t, [2]net.Addr{nil, nil}, <-got)
+}
+
+type pendingList []manager.PendingEviction
+
+func (p pendingList) Pending() []manager.PendingEviction { return p }
+
+// /debug/evictions: a JSON array of objects with exactly these fields.
+func TestEvictionsHandler(t *testing.T) {
+	h := &app.EvictionsHandler{}
+	serve := func(method string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(method, app.DebugEvictionsPath, nil))
+		return rec
+	}
+	// No manager runs: an empty array, not null.
+	rec := serve(http.MethodGet)
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	assert.JSONEq(t, `[]`, rec.Body.String())
+
+	deadline := time.Date(2026, 11, 24, 10, 0, 5, 0, time.FixedZone("CET", 3600))
+	h.SetSource(pendingList{
+		{
+			Namespace: "shop", Name: "web-0", UID: "uid-1", Node: "node-1",
+			Taint:    v1.Taint{Key: "example.com/broken", Value: "true", Effect: v1.TaintEffectNoExecute},
+			Deadline: deadline, Attempts: 3, LastError: "refused by a disruption budget",
+		},
+		{
+			Namespace: "shop", Name: "web-1", UID: "uid-2", Node: "node-1",
+			Taint:    v1.Taint{Key: "node.kubernetes.io/unreachable", Effect: v1.TaintEffectNoExecute},
+			Deadline: deadline.Add(1500 * time.Millisecond),
+		},
+		// The pod and its taint are gone; the eviction will decide again.
+		{Namespace: "shop", Name: "web-2", Deadline: deadline.Add(time.Minute)},
+	})
+	rec = serve(http.MethodGet)
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.JSONEq(t, `[
+		{"namespace": "shop", "name": "web-0", "uid": "uid-1", "node": "node-1",
+		 "taint": "example.com/broken=true:NoExecute", "deadline": "2026-11-24T09:00:05Z",
+		 "attempts": 3, "lastError": "refused by a disruption budget"},
+		{"namespace": "shop", "name": "web-1", "uid": "uid-2", "node": "node-1",
+		 "taint": "node.kubernetes.io/unreachable:NoExecute", "deadline": "2026-11-24T09:00:06.5Z",
+		 "attempts": 0, "lastError": ""},
+		{"namespace": "shop", "name": "web-2", "uid": "", "node": "",
+		 "taint": "", "deadline": "2026-11-24T09:01:05Z",
+		 "attempts": 0, "lastError": ""}
+	]`, rec.Body.String())
+	// The deadline is RFC 3339.
+	var got []map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &got))
+	for _, e := range got {
+		_, err := time.Parse(time.RFC3339, e["deadline"].(string))
+		assert.NoError(t, err)
+	}
+
+	h.SetSource(nil)
+	assert.JSONEq(t, `[]`, serve(http.MethodGet).Body.String())
+	rec = serve(http.MethodPost)
+	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
+	assert.Equal(t, "GET, HEAD", rec.Header().Get("Allow"))
+}
+
+// Run serves the running manager's scheduled evictions on the metrics
+// server: here a pod whose eviction a disruption budget refuses (on the
+// fake API server) waits, with its attempts and last error.
+func TestRunServesDebugEvictions(t *testing.T) {
+	taintedAt := time.Now().Truncate(time.Second)
+	client := newFakeAPI(taintedNode("node-1", taintedAt), boundPod("web", "uid-web", "node-1", taintedAt, nil))
+	refuseEvictions(client, func(string, string) bool { return true })
+	events, err := client.CoreV1().Events("default").Watch(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	defer events.Stop()
+
+	o := testOptions()
+	o.UseEvictionAPI = true
+	o.MetricsBindAddress = "127.0.0.1:0"
+	addrs := make(chan net.Addr, 1)
+	o.Listening = func(metrics, _ net.Addr) { addrs <- metrics }
+	r := start(t, client, o)
+	url := "http://" + (<-addrs).String() + app.DebugEvictionsPath
+
+	// The refusal's event is recorded after the refusal is noted: once it
+	// is there, so is the attempt.
+	for ev := range events.ResultChan() {
+		if e, ok := ev.Object.(*v1.Event); ok && strings.Contains(e.Message, "refused by a disruption budget; retrying") {
+			break
+		}
+	}
+	code, body := get(t, url)
+	require.Equal(t, http.StatusOK, code, body)
+	var list []app.PendingEvictionJSON
+	require.NoError(t, json.Unmarshal([]byte(body), &list), body)
+	require.Len(t, list, 1, body)
+	e := list[0]
+	assert.Equal(t, "default", e.Namespace)
+	assert.Equal(t, "web", e.Name)
+	assert.Equal(t, types.UID("uid-web"), e.UID)
+	assert.Equal(t, "node-1", e.Node)
+	assert.Equal(t, unreachable+":NoExecute", e.Taint)
+	deadline, err := time.Parse(time.RFC3339, e.Deadline)
+	require.NoError(t, err)
+	assert.False(t, deadline.Before(taintedAt), "deadline %s before the taint %s", deadline, taintedAt)
+	assert.False(t, deadline.After(time.Now()), "deadline %s in the future", deadline)
+	assert.GreaterOrEqual(t, e.Attempts, 1)
+	assert.Contains(t, e.LastError, "disruption budget")
+	assert.True(t, podExists(t, client, "web"), "a refused eviction leaves the pod")
+
+	require.NoError(t, r.stop())
+	_, err = http.Get(url)
+	assert.Error(t, err, "the metrics server still serves after Run returned")
 }

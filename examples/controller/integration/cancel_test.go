@@ -85,7 +85,7 @@ func TestCountdownCancelled(t *testing.T) {
 			assert.False(t, called, "the controller tried to delete the pod")
 			assert.Nil(t, w.disruptionTarget(), "the pod got a DisruptionTarget condition")
 			assert.Empty(t, h.events(pod.Name, "Marking for deletion"))
-			assert.Equal(t, 0.0, ctrl.evictions(t, "evicted"))
+			assert.Equal(t, 0.0, ctrl.evictions(t, "deleted"))
 		})
 	}
 }

@@ -1,9 +1,15 @@
 package integration_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +22,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,6 +36,7 @@ import (
 
 	"github.com/taintkit/taintkit/examples/controller/app"
 	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
+	"github.com/taintkit/taintkit/examples/noexecute/manager"
 )
 
 // The controller's ServiceAccount and Lease, as deploy/ names them.
@@ -62,6 +70,7 @@ func applyRBAC(ctx context.Context, env *testenv.Env) error {
 			{Verb: "watch", Resource: "pods"},
 			{Verb: "delete", Resource: "pods"},
 			{Verb: "patch", Resource: "pods", Subresource: "status"},
+			{Verb: "create", Resource: "pods", Subresource: "eviction"},
 			{Verb: "create", Resource: "events"},
 			{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: saNamespace},
 			{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: saNamespace, Name: saName},
@@ -127,9 +136,10 @@ func (h *harness) node(suffix string, taints ...corev1.Taint) string {
 
 // controller is a Run of the controller in this process.
 type controller struct {
-	identity string
-	registry *prometheus.Registry
-	calls    *callRecorder
+	identity    string
+	registry    *prometheus.Registry
+	calls       *callRecorder
+	metricsAddr string // host:port of its metrics server (and /debug/evictions)
 
 	mu      sync.Mutex
 	deletes map[types.UID]time.Time // first BeforeDelete per pod UID
@@ -140,8 +150,8 @@ type controller struct {
 // refused none of its calls as forbidden. With leaderElect it returns once
 // the Run holds the Lease (its manager starts right after). beforeDelete,
 // if not nil, is called from Options.BeforeDelete after the controller
-// records the time.
-func (h *harness) startController(leaderElect bool, beforeDelete func(ctx context.Context, pod *corev1.Pod)) *controller {
+// records the time. configure, if any, changes the options last.
+func (h *harness) startController(leaderElect bool, beforeDelete func(ctx context.Context, pod *corev1.Pod), configure ...func(*app.Options)) *controller {
 	t := h.t
 	t.Helper()
 	ctrl := &controller{
@@ -170,6 +180,12 @@ func (h *harness) startController(leaderElect bool, beforeDelete func(ctx contex
 		}
 	}
 
+	listening := make(chan net.Addr, 1)
+	o.Listening = func(metrics, _ net.Addr) { listening <- metrics }
+	for _, f := range configure {
+		f(&o)
+	}
+
 	cfg := h.env.ImpersonatedConfig(saNamespace, saName)
 	cfg.WrapTransport = ctrl.calls.wrap
 
@@ -178,6 +194,13 @@ func (h *harness) startController(leaderElect bool, beforeDelete func(ctx contex
 	ctx = klog.NewContext(ctx, logger)
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, cfg, o) }()
+	select {
+	case addr := <-listening:
+		ctrl.metricsAddr = addr.String()
+	case err := <-done:
+		cancel()
+		t.Fatalf("Run returned before it listened: %v", err)
+	}
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -192,6 +215,18 @@ func (h *harness) startController(leaderElect bool, beforeDelete func(ctx contex
 		require.NoError(t, waitForLeader(h.ctx, h.c, ctrl.identity))
 	}
 	return ctrl
+}
+
+// debugEvictions reads the controller's /debug/evictions.
+func (ctrl *controller) debugEvictions(t *testing.T) []app.PendingEvictionJSON {
+	t.Helper()
+	resp, err := http.Get("http://" + ctrl.metricsAddr + app.DebugEvictionsPath)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var list []app.PendingEvictionJSON
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	return list
 }
 
 // deleteCalled returns when the controller was about to DELETE the pod
@@ -281,9 +316,26 @@ type callRecorder struct {
 	forbidden []string
 	conflicts []string      // DELETEs of pods refused with 409 Conflict
 	conflict  chan struct{} // closed at the first of them
+	// Evictions (POST pods/<name>/eviction) by pod name: the times of
+	// those the server accepted (201) and of its refusals for a
+	// disruption budget (429 with the DisruptionBudget cause).
+	evicted, refused map[string][]time.Time
+	// deletes holds the time of each DELETE of a pod, by name.
+	deletes map[string][]time.Time
+	// writes lists every call but GET, LIST and WATCH to pods.
+	podWrites []string
+	changed   chan struct{} // closed and replaced at each eviction or refusal
 }
 
-func newCallRecorder() *callRecorder { return &callRecorder{conflict: make(chan struct{})} }
+func newCallRecorder() *callRecorder {
+	return &callRecorder{
+		conflict: make(chan struct{}),
+		evicted:  map[string][]time.Time{},
+		refused:  map[string][]time.Time{},
+		deletes:  map[string][]time.Time{},
+		changed:  make(chan struct{}),
+	}
+}
 
 func (r *callRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
@@ -292,8 +344,33 @@ func (r *callRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
 			return resp, err
 		}
 		call := req.Method + " " + req.URL.Path
+		now := time.Now()
+		var budgetCause bool
+		if resp.StatusCode == http.StatusTooManyRequests && resp.Body != nil {
+			// Peek: the caller reads the body after us.
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(body))
+			var status metav1.Status
+			if json.Unmarshal(body, &status) == nil {
+				budgetCause = manager.IsRefusedByBudget(&apierrors.StatusError{ErrStatus: status})
+			}
+		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		if pod, sub, ok := podPath(req.URL.Path); ok && req.Method != http.MethodGet {
+			r.podWrites = append(r.podWrites, call)
+			switch {
+			case sub == "eviction" && resp.StatusCode == http.StatusCreated:
+				r.evicted[pod] = append(r.evicted[pod], now)
+				r.notifyLocked()
+			case sub == "eviction" && budgetCause:
+				r.refused[pod] = append(r.refused[pod], now)
+				r.notifyLocked()
+			case sub == "" && req.Method == http.MethodDelete:
+				r.deletes[pod] = append(r.deletes[pod], now)
+			}
+		}
 		switch {
 		case resp.StatusCode == http.StatusForbidden:
 			r.forbidden = append(r.forbidden, call)
@@ -305,6 +382,51 @@ func (r *callRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
 		}
 		return resp, err
 	})
+}
+
+func (r *callRecorder) notifyLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// podPath returns the pod and subresource of a path
+// /api/v1/namespaces/<ns>/pods/<name>[/<subresource>].
+func podPath(path string) (pod, subresource string, ok bool) {
+	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	if len(parts) < 6 || parts[0] != "api" || parts[2] != "namespaces" || parts[4] != "pods" {
+		return "", "", false
+	}
+	if len(parts) > 6 {
+		subresource = parts[6]
+	}
+	return parts[5], subresource, true
+}
+
+// waitEvictions waits until done, given the evictions the server accepted
+// and refused so far (copies), returns true, or ctx ends.
+func (r *callRecorder) waitEvictions(ctx context.Context, done func(evicted, refused map[string][]time.Time) bool) error {
+	for {
+		r.mu.Lock()
+		ok := done(maps.Clone(r.evicted), maps.Clone(r.refused))
+		changed := r.changed
+		r.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// evictionCalls returns copies of the accepted evictions, the refusals
+// and the deletes, by pod name, and the list of pod writes.
+func (r *callRecorder) evictionCalls() (evicted, refused, deletes map[string][]time.Time, writes []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.evicted), maps.Clone(r.refused), maps.Clone(r.deletes), slices.Clone(r.podWrites)
 }
 
 func (r *callRecorder) forbiddenCalls() []string {

@@ -45,7 +45,7 @@ func TestUntoleratedTaintEvictsAtOnce(t *testing.T) {
 	require.NoError(t, err, "no Marking for deletion event")
 	assert.Equal(t, pod.UID, ev.InvolvedObject.UID)
 	assert.Equal(t, corev1.EventTypeNormal, ev.Type)
-	assert.Equal(t, 1.0, ctrl.evictions(t, "evicted"))
+	assert.Equal(t, 1.0, ctrl.evictions(t, "deleted"))
 }
 
 // Scenario 2. tolerationSeconds: 5 counts from the later of the taint's

@@ -149,7 +149,7 @@ func TestDeletePreconditionRefusesRecreatedPod(t *testing.T) {
 	for _, e := range h.events("web", "Marking for deletion") {
 		assert.Equal(t, first.UID, e.InvolvedObject.UID, "Marking for deletion event about the new pod")
 	}
-	assert.Equal(t, 0.0, ctrl.evictions(t, "evicted"))
+	assert.Equal(t, 0.0, ctrl.evictions(t, "deleted"))
 	assert.Equal(t, 1.0, metricValue(t, ctrl.registry, app.MetricEvictionsPending, "", ""), "the new pod's one-hour countdown")
 }
 

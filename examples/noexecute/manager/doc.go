@@ -126,8 +126,9 @@
 // costs one 32-byte map slot, keyed by a 64-bit hash of its namespace and
 // name (16 bytes more if it has no PodScheduled time), forgotten when the
 // eviction is cancelled or the pod, its node or the node's NoExecute taints
-// go; a taint with no TimeAdded costs a few words per node. These maps, the
-// eviction budget's and the dispatcher's lanes are rebuilt when they shrink
+// go; a pod the manager removed costs 16 bytes until its informer shows the
+// deletion; a taint with no TimeAdded costs a few words per node. These maps,
+// the eviction budget's and the dispatcher's lanes are rebuilt when they shrink
 // to a quarter of their peak, so a node failure's peak does not stay. Logs
 // and events cost nothing when off: their arguments are built only when a
 // line is logged or a Recorder is set.

@@ -52,9 +52,10 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	case err != nil:
 		return fmt.Errorf("manager: get pod %s: %w", key, err)
 	}
-	if m.cfg.DryRun && m.status.dryRunDone(key, pod.UID) {
-		// A real run would have deleted it: this eviction was scheduled
-		// before the "would delete", or by a decision made for it since.
+	if m.status.isRemoved(key, pod.UID) {
+		// Removed already (or, in a dry run, would have been): a handler
+		// decided from a cache that had not seen it go yet.
+		m.stats.gone.Add(1)
 		return nil
 	}
 	if pod.DeletionTimestamp != nil {
@@ -169,6 +170,7 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	}
 	switch {
 	case err == nil:
+		m.status.markRemoved(key, pod.UID)
 		m.stats.evicted.Add(1)
 		switch {
 		case fallback:
@@ -278,7 +280,7 @@ func (m *Manager) refusalBackoff(n int) time.Duration {
 
 // wouldDelete is a dry run's deletion: an event and a count, once per pod UID.
 func (m *Manager) wouldDelete(key types.NamespacedName, pod *v1.Pod, deadline, now time.Time, reason evictReason) {
-	if !m.status.firstDryRun(key, pod.UID) {
+	if !m.status.markRemoved(key, pod.UID) {
 		return
 	}
 	m.stats.dryRun.Add(1)

@@ -59,14 +59,20 @@ func (m *Manager) handleNode(_ context.Context, name string) error {
 // tolerations. It runs on the shard worker of the node the pod was on when
 // the event was seen.
 func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
-	if u.Deleted && !m.holdsAnything(u.key()) {
-		// Nothing of the deleted pod's to cancel: the usual end of a pod
-		// this manager evicted, whose eviction forgot it already. A pod
-		// added since under the name has an item of its own (an add is
-		// never merged into a delete's item), which decides for it; so the
-		// lister need not be asked, which for a deleted pod means an error
-		// allocated per pod.
-		return nil
+	if u.Deleted {
+		// The informer has seen the deletion (its cache is updated before
+		// its handlers are called), so no read can show the pod any more:
+		// a record that the manager removed it has done its job.
+		m.status.forgetRemoved(u.key())
+		if !m.holdsAnything(u.key()) {
+			// Nothing of the deleted pod's to cancel: the usual end of a
+			// pod this manager evicted, whose eviction forgot it already.
+			// A pod added since under the name has an item of its own (an
+			// add is never merged into a delete's item), which decides for
+			// it; so the lister need not be asked, which for a deleted pod
+			// means an error allocated per pod.
+			return nil
+		}
 	}
 	pod, err := m.cfg.GetPod(u.Namespace, u.Name)
 	switch {
@@ -141,8 +147,8 @@ func (m *Manager) handOverIfReplaced(key types.NamespacedName, uid types.UID, no
 // observeTaints has filled in.
 func (m *Manager) reconcile(pod *v1.Pod, nodeName string, taints []v1.Taint, now time.Time) {
 	key := podKey(pod)
-	if m.cfg.DryRun && m.status.dryRunDone(key, pod.UID) {
-		return // a real run would have deleted it: nothing more to decide
+	if m.status.isRemoved(key, pod.UID) {
+		return // removed (or, in a dry run, would have been): nothing to decide
 	}
 	id := m.countdowns.podHash(pod.UID, nodeName)
 	e, ok := m.countdowns.pod(key)
@@ -263,7 +269,7 @@ func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time
 func (m *Manager) cancel(key types.NamespacedName, uid types.UID, why string) bool {
 	changed := m.countdowns.forgetPod(key)
 	if uid == "" {
-		changed = m.status.forgetDryRun(key) || changed // the pod is gone
+		changed = m.status.forgetRemoved(key) || changed // its deletion is seen
 	}
 	// CancelWork says false both for nothing scheduled and for a running
 	// attempt it withdrew, which is a change: GetWorker tells them apart.

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"hash/maphash"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -16,18 +17,41 @@ type evictionStatus struct {
 	lastErr  string
 }
 
-// statuses holds the evictionStatus of each eviction that has one, and, in a
-// dry run, the UID of each pod a "would delete" was recorded for.
+// statuses holds the evictionStatus of each eviction that has one, and the
+// UID of each pod the manager removed (or, in a dry run, would have) whose
+// deletion its informer has not shown yet: a handler deciding from a cache
+// that lags behind must not evict that pod again (a second event, a second
+// budget token), and a dry run must treat it as gone.
+//
+// Every eviction records a removal and every handler and eviction looks one
+// up, so removals are kept in stripes, each under a mutex of its own, as a
+// 64-bit hash of the pod's UID under a 64-bit hash of its key: 16 bytes a
+// pod. (Two pods under one key whose UIDs collide, with probability 2⁻⁶⁴,
+// would have the second taken for removed until the first's deletion is
+// seen.)
 type statuses struct {
-	mu         sync.Mutex
-	byKey      map[types.NamespacedName]evictionStatus
-	byKeyPeak  int // for rebuildIfShrunk, as dryRunPeak
-	dryRun     map[types.NamespacedName]types.UID
-	dryRunPeak int
+	mu        sync.Mutex
+	byKey     map[types.NamespacedName]evictionStatus
+	byKeyPeak int // for rebuildIfShrunk
+
+	seed    maphash.Seed
+	removed [podStripes]removedStripe
+}
+
+type removedStripe struct {
+	mu   sync.Mutex
+	uids map[uint64]uint64 // uid hash by key hash
+	peak int               // for rebuildIfShrunk
+
+	_ [64]byte // keep stripes' mutexes off each other's cache lines
 }
 
 func newStatuses() *statuses {
-	return &statuses{byKey: make(map[types.NamespacedName]evictionStatus)}
+	s := &statuses{byKey: make(map[types.NamespacedName]evictionStatus), seed: maphash.MakeSeed()}
+	for i := range s.removed {
+		s.removed[i].uids = make(map[uint64]uint64)
+	}
+	return s
 }
 
 // failed records err as key's last error; refused also counts a refusal and
@@ -45,13 +69,12 @@ func (s *statuses) failed(key types.NamespacedName, err error, refused bool) int
 	return st.refusals
 }
 
-// holds reports whether there is a status or a dry run's record for key.
+// holds reports whether there is a status for key.
 func (s *statuses) holds(key types.NamespacedName) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, st := s.byKey[key]
-	_, dry := s.dryRun[key]
-	return st || dry
+	_, ok := s.byKey[key]
+	return ok
 }
 
 func (s *statuses) get(key types.NamespacedName) evictionStatus {
@@ -73,41 +96,51 @@ func (s *statuses) forget(key types.NamespacedName) bool {
 	return true
 }
 
-// firstDryRun reports whether no "would delete" was recorded yet for the pod
-// key with this uid, and records it.
-func (s *statuses) firstDryRun(key types.NamespacedName, uid types.UID) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dryRun == nil {
-		s.dryRun = make(map[types.NamespacedName]types.UID)
+// removal returns the stripe of key and the hashes of key and uid.
+func (s *statuses) removal(key types.NamespacedName, uid types.UID) (st *removedStripe, k, u uint64) {
+	k = maphash.Comparable(s.seed, key)
+	if uid != "" {
+		u = maphash.String(s.seed, string(uid)) | 1 // never 0: 0 is no record
 	}
-	if old, ok := s.dryRun[key]; ok && old == uid {
+	return &s.removed[k>>(64-6)], k, u
+}
+
+// markRemoved records that the pod key with this uid was removed (or would
+// have been), and reports whether it was not recorded already.
+func (s *statuses) markRemoved(key types.NamespacedName, uid types.UID) bool {
+	st, k, u := s.removal(key, uid)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.uids[k] == u {
 		return false
 	}
-	s.dryRun[key] = uid
-	s.dryRunPeak = max(s.dryRunPeak, len(s.dryRun))
+	st.uids[k] = u
+	st.peak = max(st.peak, len(st.uids))
 	return true
 }
 
-// forgetDryRun forgets the pod key (it was deleted): a pod recreated under
-// its name gets its own "would delete". It reports whether there was a
-// record.
-func (s *statuses) forgetDryRun(key types.NamespacedName) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.dryRun[key]; !ok {
-		return false
-	}
-	delete(s.dryRun, key)
-	s.dryRun = rebuildIfShrunk(s.dryRun, &s.dryRunPeak)
-	return true
+// isRemoved reports whether the pod key with this uid was removed (or, in a
+// dry run, would have been).
+func (s *statuses) isRemoved(key types.NamespacedName, uid types.UID) bool {
+	st, k, u := s.removal(key, uid)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	old, ok := st.uids[k]
+	return ok && old == u
 }
 
-// dryRunDone reports whether a "would delete" was recorded for the pod key
-// with this uid: in a dry run that pod is gone, as far as decisions go.
-func (s *statuses) dryRunDone(key types.NamespacedName, uid types.UID) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old, ok := s.dryRun[key]
-	return ok && old == uid
+// forgetRemoved forgets the pod key: its deletion was seen. A pod recreated
+// under its name is another pod. It reports whether there was a record.
+func (s *statuses) forgetRemoved(key types.NamespacedName) bool {
+	st, k, _ := s.removal(key, "")
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, ok := st.uids[k]; !ok {
+		return false
+	}
+	delete(st.uids, k)
+	// Go maps keep their peak's memory: after a mass eviction, give it back
+	// once a quarter is left (amortised O(1) per deletion).
+	st.uids = rebuildIfShrunk(st.uids, &st.peak)
+	return true
 }

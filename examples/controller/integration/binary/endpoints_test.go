@@ -2,6 +2,7 @@ package binary_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"syscall"
 	"testing"
@@ -68,6 +69,28 @@ func TestBinaryEndpointsAndShutdown(t *testing.T) {
 	require.NoError(t, err)
 	p.waitMetric(ctx, "taintkit_evictions_pending", nil, eq(1))
 
+	// /debug/evictions shows its countdown: the taint and the deadline,
+	// the later of the stored TimeAdded and PodScheduled (whole seconds)
+	// + 300 s.
+	code, body, err = httpGet(ctx, "http://"+p.metricsAddr+"/debug/evictions")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, body)
+	var pending []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &pending), body)
+	require.Len(t, pending, 1, body)
+	start := node.Spec.Taints[0].TimeAdded.Time
+	for _, c := range waiting.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.LastTransitionTime.After(start) {
+			start = c.LastTransitionTime.Time
+		}
+	}
+	assert.Equal(t, map[string]any{
+		"namespace": ns, "name": waiting.Name, "uid": string(waiting.UID), "node": node.Name,
+		"taint":    "example.com/binary=true:NoExecute",
+		"deadline": start.Add(300 * time.Second).UTC().Format(time.RFC3339),
+		"attempts": 0.0, "lastError": "",
+	}, pending[0])
+
 	// An eviction: a pod that does not tolerate the taint.
 	doomed, err := testenv.CreateBoundPod(ctx, c, testenv.NewPod(ns, "doomed"), node.Name)
 	require.NoError(t, err)
@@ -75,7 +98,7 @@ func TestBinaryEndpointsAndShutdown(t *testing.T) {
 	require.NoError(t, err)
 	// The counter moves when the DELETE has returned, which may be a moment
 	// after the kubelet stand-in saw the pod terminating.
-	p.waitMetric(ctx, "taintkit_evictions_total", map[string]string{"outcome": "evicted"}, eq(1))
+	p.waitMetric(ctx, "taintkit_evictions_total", map[string]string{"outcome": "deleted"}, eq(1))
 	assert.Equal(t, 0.0, p.metric(ctx, "taintkit_evictions_total", map[string]string{"outcome": "failed"}))
 	assert.Equal(t, 1.0, p.metric(ctx, "taintkit_evictions_pending", nil), "the tolerating pod still waits")
 	assert.Equal(t, 1.0, p.metric(ctx, "taintkit_timedqueue_pending", map[string]string{"queue": "noexecute-evictions"}))

@@ -50,6 +50,8 @@ func TestBinaryBadFlagsExit2BeforeAnyRequest(t *testing.T) {
 		"--leader-elect-renew-deadline=20s", // not shorter than the 15 s lease
 		"--metrics-bind-address=localhost",
 		"--max-concurrent-evictions=-3",
+		"--eviction-fallback-after=5m", // without --use-eviction-api
+		"--eviction-rate=-1",
 	)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -64,6 +66,8 @@ func TestBinaryBadFlagsExit2BeforeAnyRequest(t *testing.T) {
 		"--leader-elect-renew-deadline (20s) must be shorter than --leader-elect-lease-duration (15s)",
 		`--metrics-bind-address: want host:port or "0", got "localhost"`,
 		"--max-concurrent-evictions must be at least 1, got -3",
+		"--eviction-fallback-after (5m0s) needs --use-eviction-api",
+		"--eviction-rate must be a finite number ≥ 0, got -1",
 	} {
 		assert.Contains(t, stderr.String(), want)
 	}

@@ -103,7 +103,7 @@ func TestLeaderKilledDuringCountdown(t *testing.T) {
 	assert.LessOrEqual(t, seen.Sub(deadline), lateBy, "deleted late (a countdown restarted at the takeover ends %v after it)", toleration)
 
 	// The survivor evicted it; the killed replica died with its countdown.
-	standby.waitMetric(ctx, "taintkit_evictions_total", map[string]string{"outcome": "evicted"}, eq(1))
+	standby.waitMetric(ctx, "taintkit_evictions_total", map[string]string{"outcome": "deleted"}, eq(1))
 	assert.Equal(t, 1.0, standby.metric(ctx, "taintkit_leader", nil))
 	exitCtx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()

@@ -113,7 +113,7 @@ func TestThousandPodsWithinQPS(t *testing.T) {
 	took := last.Sub(tainted)
 
 	// No error: every eviction deleted its pod.
-	p.waitMetric(ctx, "taintkit_evictions_total", map[string]string{"outcome": "evicted"}, eq(pods))
+	p.waitMetric(ctx, "taintkit_evictions_total", map[string]string{"outcome": "deleted"}, eq(pods))
 	for _, outcome := range []string{"failed", "gone", "terminating"} {
 		assert.Equal(t, 0.0, p.metric(ctx, "taintkit_evictions_total", map[string]string{"outcome": outcome}), "outcome %s", outcome)
 	}
