@@ -78,6 +78,20 @@ func TestTaintAddedWhileEvictionRunsStillEvicts(t *testing.T) {
 	})
 }
 
+// gateListing makes PodsOnNode(node) pass through g once it has listed.
+func gateListing(g *gate, node string) func(*manager.Config) {
+	return func(c *manager.Config) {
+		list := c.PodsOnNode
+		c.PodsOnNode = func(name string) ([]*v1.Pod, error) {
+			pods, err := list(name)
+			if name == node {
+				g.pass()
+			}
+			return pods, err
+		}
+	}
+}
+
 // A pod deleted and recreated under the same name on another node, while
 // its old node's handler works from a list read before: the new node's
 // shard schedules the new pod's eviction, and the old node's stale handler
@@ -85,16 +99,7 @@ func TestTaintAddedWhileEvictionRunsStillEvicts(t *testing.T) {
 func TestPodRecreatedOnAnotherNodeKeepsItsEviction(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var g gate // blocks n1's handler after it has listed its pods
-		e := newEnv(t, func(c *manager.Config) {
-			list := c.PodsOnNode
-			c.PodsOnNode = func(name string) ([]*v1.Pod, error) {
-				pods, err := list(name)
-				if name == "n1" {
-					g.pass()
-				}
-				return pods, err
-			}
-		})
+		e := newEnv(t, gateListing(&g, "n1"))
 		// n1 and n2 are on different shards (FNV-1a % 8: 0 and 1).
 		e.addNode("n1")
 		e.addNode("n2")
@@ -129,16 +134,7 @@ func TestPodRecreatedOnAnotherNodeKeepsItsEviction(t *testing.T) {
 func TestPodRecreatedOnItsNodeWhileShardBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var g gate // blocks n1's handler after it has listed its pods
-		e := newEnv(t, func(c *manager.Config) {
-			list := c.PodsOnNode
-			c.PodsOnNode = func(name string) ([]*v1.Pod, error) {
-				pods, err := list(name)
-				if name == "n1" {
-					g.pass()
-				}
-				return pods, err
-			}
-		})
+		e := newEnv(t, gateListing(&g, "n1"))
 		e.addNode("n1")
 		e.taint("n1")
 		e.addPod("web-0", "n1", tolerating(-1))
