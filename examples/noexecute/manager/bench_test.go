@@ -69,8 +69,8 @@ import (
 // events queued while the node updates, which go first, are handled (up to
 // 20 MiB). Most of what the manager still allocates is the queue's slab
 // growing: 200 MB over a run, half of it before the first cycle above. The
-// queue's slab, index and heap do not shrink: they are all of what is left
-// once done (about 60 MiB).
+// queue's slab, index and heap did not shrink when this was written: they
+// were all of what was left once done (about 60 MiB).
 func BenchmarkEvictAll(b *testing.B) {
 	for _, size := range []struct{ nodes, pods int }{{50, 100}, {500, 100}, {5000, 100}} {
 		b.Run(fmt.Sprintf("nodes=%d/pods=%d", size.nodes, size.pods), func(b *testing.B) {
