@@ -9,7 +9,8 @@
 // -real plays the same scenario on real timers, sped up by -scale (0.01
 // turns 300 s into 3 s). -nodes N -pods-per-node M instead taints N nodes
 // carrying M untolerating pods each, all at once, and reports how long the
-// evictions took, with peak goroutines and heap.
+// evictions took, with peak goroutines and heap; then it replays the same
+// cluster writes without a manager and reports the manager's own heap.
 //
 // The manager itself is in the manager sub-package, the cluster model in the
 // cluster sub-package.
