@@ -55,6 +55,7 @@ type TimedWorkerQueue[K comparable] struct {
 	// hash (and the withdrawn map) panic. Every method refuses it before
 	// taking the lock.
 	checkKeys bool
+	realClock bool // clock is k8s.io/utils/clock's RealClock: see pumpLocked
 
 	baseCtx    context.Context // parent of every work ctx; cancelled by Shutdown
 	cancelBase context.CancelCauseFunc
@@ -106,6 +107,7 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		minDeadline: neverInstant,
 		changed:     make(chan struct{}),
 		checkKeys:   holdsInterface(reflect.TypeFor[K]()),
+		realClock:   isRealClock(o.clock),
 	}
 	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
 	// One timer for the queue's whole life, created stopped. It is re-armed
@@ -115,6 +117,16 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 	q.timer.Stop()
 	q.timerC = q.timer.C()
 	return q, nil
+}
+
+// isRealClock reports whether c is k8s.io/utils/clock's RealClock, which no
+// one steps.
+func isRealClock(c clock.Clock) bool {
+	switch c.(type) {
+	case clock.RealClock, *clock.RealClock:
+		return true
+	}
+	return false
 }
 
 // holdsInterface reports whether values of type t may hold an interface value,

@@ -106,6 +106,11 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		}
 		q.stopTimerLocked()
 		// A delay too long for a Duration fires early; the pump then re-arms.
+		if q.realClock {
+			// Starting the due work took time: count from a fresh reading,
+			// so that the timer does not fire late by as much.
+			now = q.read()
+		}
 		q.timer.Reset(now.at.until(want))
 		q.armedFor = want
 		if q.armedAt = want.ns(); q.armedAt == never {
@@ -122,6 +127,9 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		// as much. Either way go round again, from a fresh reading. A real
 		// clock always moves a little, so its late arming (by the time Reset
 		// takes) is accepted after a few tries.
+		if q.realClock {
+			return // no one steps it; the late arming costs the time Reset takes
+		}
 		now2 := q.read()
 		if now2.at.before(want) && (now2.at == now.at || tries >= 2) {
 			return
