@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -319,4 +320,60 @@ func BenchmarkSlowShard(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkMemoryAfterBurst adds a burst of n low items, of which one in a
+// hundred fails and then waits an hour for its retry, waits until every item
+// has been handled once, and reports the heap the dispatcher still holds per
+// item of the burst (held-B/item): the lanes' maps of item states shrink to
+// what they hold (the 1% waiting), as do their rings and retry heaps.
+//
+//	go test -run '^$' -bench MemoryAfterBurst -count 10 ./sharding/
+func BenchmarkMemoryAfterBurst(b *testing.B) {
+	n := 1_000_000
+	if testing.Short() {
+		n = 100_000
+	}
+	for b.Loop() {
+		var handled atomic.Int64
+		done := make(chan struct{})
+		before := heapNow()
+		d, err := sharding.New(sharding.Config[int, int]{
+			Logger:     &quiet,
+			HighKey:    func(int) string { return "" },
+			LowKey:     func(i int) string { return fmt.Sprint(i % 1024) },
+			HandleHigh: func(context.Context, int) error { return nil },
+			HandleLow: func(_ context.Context, i int) error {
+				if handled.Add(1) == int64(n) {
+					close(done)
+				}
+				if i%100 == 0 {
+					return fmt.Errorf("item %d fails", i)
+				}
+				return nil
+			},
+			Retry: sharding.RetryPolicy{InitialBackoff: time.Hour},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			d.AddLow(i)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		runDone := make(chan struct{})
+		go func() { d.Run(ctx); close(runDone) }()
+		<-done
+		held := heapNow()
+		cancel()
+		<-runDone
+		b.ReportMetric((float64(held)-float64(before))/float64(n), "held-B/item")
+	}
+}
+
+func heapNow() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

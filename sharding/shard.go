@@ -173,14 +173,35 @@ func (l *lane[T]) retryDue(item T, gen uint64) bool {
 	return true
 }
 
-// forget deletes item's state. Go maps never shrink, so once the lane is
-// empty after having held many items, the map is replaced to give the
-// memory back.
+// forget deletes item's state. Go maps never shrink, so once the lane holds
+// less than a quarter of the most it held since its map was made, the map is
+// replaced by one sized for what it holds (nil if nothing), and peak starts
+// again from there. The copy, O(len), follows at least three times as many
+// deletions: O(1) amortised; and a number of items hovering around a
+// quarter of the peak does not copy again and again, since the new peak is
+// that number.
 func (l *lane[T]) forget(item T) {
 	delete(l.items, item)
-	if len(l.items) == 0 && l.peak > 1024 {
-		l.items, l.peak = nil, 0
+	if l.peak > minMapShrink && len(l.items)*4 < l.peak {
+		l.shrink()
 	}
+}
+
+// minMapShrink is the peak under which a lane's map is never replaced: it
+// holds a few KiB at most.
+const minMapShrink = 1024
+
+// shrink replaces the map with one sized for what it holds.
+func (l *lane[T]) shrink() {
+	if len(l.items) == 0 {
+		l.items, l.peak = nil, 0
+		return
+	}
+	m := make(map[T]itemState, len(l.items))
+	for k, v := range l.items {
+		m[k] = v
+	}
+	l.items, l.peak = m, len(m)
 }
 
 // drain empties the lane of queued and retry-waiting items and returns them,

@@ -85,3 +85,46 @@ func TestBackoffWithOnlyMaxBackoff(t *testing.T) {
 	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second},
 		[]time.Duration{large.backoff(1), large.backoff(2), large.backoff(3), large.backoff(4)})
 }
+
+// TestLaneMapShrinks checks that a lane's map of item states is replaced
+// once it holds less than a quarter of its peak (Go maps never shrink), that
+// a number of items hovering around that point does not replace it again and
+// again, and that the items left keep their state.
+func TestLaneMapShrinks(t *testing.T) {
+	var l lane[int]
+	const n = 100_000
+	for i := range n {
+		require.True(t, l.add(i))
+	}
+	require.Equal(t, n, l.peak)
+	// Handle all but the last 100 (in FIFO order), failing every tenth.
+	fails := 0
+	for i := range n - 100 {
+		item := l.pop()
+		require.Equal(t, i, item)
+		failed := i%10 == 0
+		if failed {
+			fails++
+		}
+		l.done(item, failed, false, 3, uint64(i))
+	}
+	assert.Equal(t, 100+fails, len(l.items))
+	assert.LessOrEqual(t, l.peak, 4*len(l.items)+minMapShrink, "map not replaced: peak %d for %d items", l.peak, len(l.items))
+	st := l.items[10]
+	assert.Equal(t, itemState{phase: phaseWaiting, attempts: 1, gen: 10}, st, "state kept across the replacement")
+	assert.True(t, l.retryDue(10, 10))
+
+	// Hover: add and handle one item at a time around the threshold.
+	replaced := 0
+	prev := l.peak
+	for i := range 10_000 {
+		l.add(n + i)
+		item := l.pop()
+		l.done(item, false, false, 3, 0)
+		if l.peak != prev {
+			replaced++
+			prev = l.peak
+		}
+	}
+	assert.LessOrEqual(t, replaced, 2, "map replaced %d times while hovering", replaced)
+}
