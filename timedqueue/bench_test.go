@@ -275,16 +275,20 @@ func heapNow() uint64 {
 
 // BenchmarkAddWork adds keys to a queue holding n to 1.5n pending items.
 //
-// Its ratio to the baseline at 1M swung from 1.2× to 4.3× across runs. What
-// moves it (CPU profiles, GODEBUG=gctrace=1, B/op): an add costs three cache
-// misses (the index slot, the slab entry, the heap's tail), so it follows
-// the load of the machine's caches by other processes; and, until the slab
-// was paged, an add that found the slab full copied all of it (64–80 MB at
-// 1M) under the queue's lock, and the new array brought a GC cycle marking
-// the whole heap: the 22–37 B/op reported at 1M were those copies, and how
-// many fell in the timed loop depended on b.N. The slab now grows a 56 KiB
-// page at a time (9 B/op left, from the heap's array); bench/upstream
-// measures the same against upstream's own queue.
+// Its ratio at 1M swung from 1.2× to 4.3× across runs of scripts/bench.sh,
+// which runs it with -benchtime 200000x: 200k adds on top of 1M. What moved
+// it (CPU and heap profiles, GODEBUG=gctrace=1, B/op): until the slab was
+// paged, the add that found the slab full copied all of it (64–80 MB) under
+// the queue's lock, and the new array and the heap's (16 B per item) brought
+// a GC cycle marking the whole heap; over only 200k adds that came to 530
+// B/op and ~200 ns/op, and in the first run of a process, whose new arrays
+// were fresh memory from the OS (page faults), to 1.67 µs/op against ~290 in
+// later runs. The slab now grows a 56 KiB page at a time: 167 B/op left at
+// 200000x (the heap's array, and the pages), 106–160 ns/op, 9 B/op with the
+// default benchtime. An add itself is three cache misses (the index slot,
+// the slab entry, the heap's tail), so it also follows the load other
+// processes put on the caches. bench/upstream measures the same against
+// upstream's own queue.
 func BenchmarkAddWork(b *testing.B) {
 	for _, n := range sizes {
 		for _, impl := range impls {
