@@ -2,7 +2,7 @@
 # Runs every package's benchmarks against its baseline "built like the
 # original", -count times (default 10), and summarises each with benchstat
 # (medians; -col /impl puts the baseline and taintkit side by side, so every
-# ratio comes from the same run). Not part of CI: it takes about 15 minutes.
+# ratio comes from the same run). Not part of CI: it takes about 25 minutes.
 #
 # Usage: scripts/bench.sh [count] [outdir]
 set -euo pipefail
@@ -25,5 +25,9 @@ run timedqueue-ops ./timedqueue/ 'AddWork|UpdateWork|CancelWork' 200000x
 run timedqueue-memory ./timedqueue/ 'Memory' 1x
 run timedqueue-burst ./timedqueue/ 'Burst' 1x
 run timedqueue-lateness ./timedqueue/ 'Lateness' 1x
+# Against upstream's own TimedWorkerQueue and v1helper, in a module of its own
+# (bench/upstream requires k8s.io/kubernetes; the root module does not).
+(cd bench/upstream && go test -run '^$' -bench . -benchmem -count "$count" . | tee "../../$out/upstream.txt" >/dev/null)
+benchstat -col /impl "$out/upstream.txt" > "$out/upstream.stat" || true
 go test -run '^$' -bench 'EvictAll/nodes=5000' -benchtime 1x -count 3 ./examples/noexecute/manager/ | tee "$out/noexecute-scale.txt" >/dev/null
 echo "results in $out/ (*.stat are the benchstat summaries)" >&2

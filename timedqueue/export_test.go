@@ -29,16 +29,16 @@ func (s *store[K]) check() error {
 		}
 	}
 	waiting, farWaiting := 0, 0
-	for i := range s.slab {
-		if s.slab[i].state != stateWaiting {
+	for i := range int32(s.slab.len()) {
+		if s.at(i).state != stateWaiting {
 			continue
 		}
-		if saturated(s.slab[i].next) {
+		if saturated(s.at(i).next) {
 			farWaiting++
 		} else {
 			waiting++
 		}
-		if c := liveNodes[int32(i)]; c != 1 {
+		if c := liveNodes[i]; c != 1 {
 			return fmt.Errorf("waiting slot %d has %d live heap nodes", i, c)
 		}
 	}
@@ -51,8 +51,11 @@ func (s *store[K]) check() error {
 	if stale := len(s.far) - s.farWaiting; stale*4 > len(s.far) {
 		return fmt.Errorf("%d of %d far heap nodes stale", stale, len(s.far))
 	}
-	if err := s.idx.check(s.slab); err != nil {
+	if err := s.idx.check(&s.slab); err != nil {
 		return err
+	}
+	if used, live := s.slab.len(), s.idx.len(); used > minShrink && live*4 < used {
+		return fmt.Errorf("slab not shrunk: %d slots for %d entries", used, live)
 	}
 	return nil
 }
@@ -106,6 +109,34 @@ func CheckInvariants[K comparable](q *TimedWorkerQueue[K]) error {
 	return nil
 }
 
+// SetMinShrink sets the size under which nothing shrinks, so that a test can
+// make the store shrink at every opportunity, and returns a func restoring it.
+// Tests that call it must not run in parallel.
+func SetMinShrink(n int) (restore func()) {
+	old := minShrink
+	minShrink = n
+	return func() { minShrink = old }
+}
+
+// Footprint is what a queue holds that can shrink.
+type Footprint struct {
+	Slots   int // allocated slab slots, free or not
+	Pages   int // slab pages
+	Index   int // index table slots
+	Heap    int // heap capacity
+	Free    int // free-list capacity
+	Shrinks int // slab compactions so far
+}
+
+// FootprintOf returns q's footprint.
+func FootprintOf[K comparable](q *TimedWorkerQueue[K]) Footprint {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.s
+	return Footprint{Slots: s.slab.len(), Pages: len(s.slab.pages), Index: len(s.idx.slots),
+		Heap: cap(s.heap), Free: cap(s.free), Shrinks: s.shrinks}
+}
+
 // Unlocked reports whether q's mutex is free (it takes and releases it).
 func Unlocked[K comparable](q *TimedWorkerQueue[K]) bool {
 	if !q.mu.TryLock() {
@@ -118,12 +149,15 @@ func Unlocked[K comparable](q *TimedWorkerQueue[K]) bool {
 // check verifies the index: each occupied slot points to a live slab entry
 // whose key hashes to its tag and is reachable from its home position (no
 // empty slot in between), no key twice, and the count.
-func (x *index[K]) check(slab []entry[K]) error {
+func (x *index[K]) check(slab *slab[K]) error {
 	if len(x.slots)&(len(x.slots)-1) != 0 {
 		return fmt.Errorf("index size %d is not a power of two", len(x.slots))
 	}
 	if x.n*4 > len(x.slots)*3 {
 		return fmt.Errorf("index holds %d keys in %d slots", x.n, len(x.slots))
+	}
+	if len(x.slots) > indexMinSize && x.n*16 < len(x.slots)*3 {
+		return fmt.Errorf("index holds %d keys in %d slots: not shrunk", x.n, len(x.slots))
 	}
 	mask := uint32(len(x.slots) - 1)
 	n := 0
@@ -134,7 +168,7 @@ func (x *index[K]) check(slab []entry[K]) error {
 		}
 		n++
 		i := int32(uint32(s) - 1)
-		if i < 0 || int(i) >= len(slab) || slab[i].state == stateFree {
+		if i < 0 || int(i) >= slab.len() || slab.at(i).state == stateFree {
 			return fmt.Errorf("index slot %d points to free or missing slab slot %d", p, i)
 		}
 		if seen[i] {
@@ -142,16 +176,16 @@ func (x *index[K]) check(slab []entry[K]) error {
 		}
 		seen[i] = true
 		tag := uint32(s >> 32)
-		if x.tag(slab[i].key) != tag {
-			return fmt.Errorf("index slot %d: tag %#x, key %v hashes to %#x", p, tag, slab[i].key, x.tag(slab[i].key))
+		if x.tag(slab.at(i).key) != tag {
+			return fmt.Errorf("index slot %d: tag %#x, key %v hashes to %#x", p, tag, slab.at(i).key, x.tag(slab.at(i).key))
 		}
 		for h := tag & mask; h != uint32(p); h = (h + 1) & mask {
 			if x.slots[h] == 0 {
 				return fmt.Errorf("index slot %d (home %d) unreachable: empty slot %d", p, tag&mask, h)
 			}
 		}
-		if got, ok := x.get(slab, slab[i].key); !ok || got != i {
-			return fmt.Errorf("index: get(%v) = %d, %v; want %d", slab[i].key, got, ok, i)
+		if got, ok := x.get(slab, slab.at(i).key); !ok || got != i {
+			return fmt.Errorf("index: get(%v) = %d, %v; want %d", slab.at(i).key, got, ok, i)
 		}
 	}
 	if n != x.n {

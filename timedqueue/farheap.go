@@ -1,6 +1,9 @@
 package timedqueue
 
-import "container/heap"
+import (
+	"container/heap"
+	"slices"
+)
 
 // The far heap holds the waiting entries whose NextAttempt is outside
 // 1678–2262 (saturated in entry.next), ordered at full precision. Those before
@@ -36,14 +39,14 @@ func (h *farHeap) Pop() any {
 
 // farLive reports whether n is the live node of a waiting entry.
 func (s *store[K]) farLive(n xnode) bool {
-	e := &s.slab[n.idx]
+	e := s.at(n.idx)
 	return e.state == stateWaiting && uint32(e.seq) == n.gen && saturated(e.next) && s.nextAt(n.idx) == n.at
 }
 
 // pushFar adds the node of slot i, whose next is saturated.
 func (s *store[K]) pushFar(i int32) {
 	s.farWaiting++
-	heap.Push(&s.far, xnode{at: s.nextAt(i), idx: i, gen: uint32(s.slab[i].seq)})
+	heap.Push(&s.far, xnode{at: s.nextAt(i), idx: i, gen: uint32(s.at(i).seq)})
 }
 
 // farHead drops the stale nodes at the top of the far heap and returns the
@@ -87,5 +90,8 @@ func (s *store[K]) farBound() {
 		clear(s.far[len(h):])
 		s.far = h
 		heap.Init(&s.far)
+	}
+	if cap(s.far) > minShrink && len(s.far)*4 < cap(s.far) {
+		s.far = slices.Clip(append(make(farHeap, 0, 2*len(s.far)), s.far...))
 	}
 }

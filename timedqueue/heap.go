@@ -1,7 +1,9 @@
 package timedqueue
 
 import (
+	"container/heap"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -14,18 +16,17 @@ const (
 )
 
 // entry is one live schedule, stored by value in the slab. It is kept small on
-// purpose (64 bytes for a string key): the times a caller gave are kept as
-// seconds, nanoseconds and an interned Location instead of three time.Time
-// values, and it has no back-pointer into the heap (see store).
+// purpose (56 bytes for a string key): the times a caller gave are kept as
+// Unix nanoseconds and an interned Location instead of two time.Time values
+// (a time outside 1678–2262 keeps its full value in store.xtimes), and it has
+// no back-pointer into the heap (see store).
 type entry[K comparable] struct {
 	key        K
 	seq        uint64 // unique per schedule: identity for the worker and for heap nodes, FIFO tie-break
 	next       int64  // NextAttempt in Unix nanoseconds, saturated: see nextAt
-	createdSec int64  // CreatedAt as Unix seconds and nanoseconds
-	fireSec    int64  // FireAt as Unix seconds and nanoseconds
-	createdNs  int32
-	fireNs     int32
-	attempts   int32 // failed attempts so far
+	created    int64  // CreatedAt in Unix nanoseconds, saturated: see createdInstant
+	fire       int64  // FireAt in Unix nanoseconds, saturated: see fireInstant
+	attempts   int32  // failed attempts so far
 	state      uint8
 	deferred   bool  // an attempt returned RetryAt: next is not FireAt though attempts may be 0
 	createdLoc uint8 // index into store.locs, or locOverflow: see store.xlocs
@@ -63,8 +64,14 @@ type hnode struct {
 // schedules; a node is live only if its at also matches, and a stale node that
 // matches the slot, the gen and the time of a live schedule stands for exactly
 // that schedule, so it can only start it at the right time, once.
+//
+// Memory comes back when the schedules go (see shrink): the slab, the free
+// list, the index and both heaps shrink once they are four times larger than
+// what they hold, to about twice that, so a size hovering around a threshold
+// does not make them shrink and grow in turn, and each shrink is paid for by
+// the releases before it: O(1) amortised.
 type store[K comparable] struct {
-	slab    []entry[K]
+	slab    slab[K]
 	free    []int32
 	idx     index[K] // key → slab index
 	heap    []hnode
@@ -76,9 +83,13 @@ type store[K comparable] struct {
 	far        farHeap
 	farWaiting int
 	xnext      map[int32]instant
-	seq        uint64
-	locs       []*time.Location // interned Locations; index 0 is UTC
-	locIdx     map[*time.Location]uint8
+	// xtimes keeps, by slot, CreatedAt and FireAt at full precision for the
+	// entries where either is outside 1678–2262 (saturated). Nil until then.
+	xtimes  map[int32][2]instant
+	seq     uint64
+	shrinks int              // times shrink compacted the slab, for tests
+	locs    []*time.Location // interned Locations; index 0 is UTC
+	locIdx  map[*time.Location]uint8
 	// xlocs keeps, by slot, the Locations of the entries whose Locations did
 	// not fit in locs (index locOverflow): created, then fire. Nil until the
 	// first overflow, so it costs nothing in the common case.
@@ -89,6 +100,9 @@ func newStore[K comparable]() *store[K] {
 	return &store[K]{idx: newIndex[K](), locs: []*time.Location{time.UTC}}
 }
 
+// at returns the entry in slot i.
+func (s *store[K]) at(i int32) *entry[K] { return s.slab.at(i) }
+
 // alloc returns the index of a free slot, growing the slab if needed.
 func (s *store[K]) alloc() int32 {
 	if n := len(s.free); n > 0 {
@@ -96,21 +110,23 @@ func (s *store[K]) alloc() int32 {
 		s.free = s.free[:n-1]
 		return i
 	}
-	s.slab = append(s.slab, entry[K]{})
-	return int32(len(s.slab) - 1)
+	return s.slab.grow()
 }
 
 // release zeroes slot i (so the key can be collected) and puts it on the free
 // list. A node left in the heap for it becomes stale.
 func (s *store[K]) release(i int32) {
-	e := &s.slab[i]
+	e := s.at(i)
 	if e.createdLoc == locOverflow || e.fireLoc == locOverflow {
 		delete(s.xlocs, i)
 	}
 	if saturated(e.next) {
 		delete(s.xnext, i)
 	}
-	s.slab[i] = entry[K]{}
+	if saturated(e.created) || saturated(e.fire) {
+		delete(s.xtimes, i)
+	}
+	*e = entry[K]{}
 	s.free = append(s.free, i)
 }
 
@@ -130,16 +146,16 @@ func less(a, b hnode) bool {
 
 // live reports whether n is the live node of a waiting entry.
 func (s *store[K]) live(n hnode) bool {
-	e := &s.slab[n.idx]
+	e := s.at(n.idx)
 	return e.state == stateWaiting && uint32(e.seq) == n.gen && e.next == n.at
 }
 
 // nextAt returns the NextAttempt of slot i at full precision.
 func (s *store[K]) nextAt(i int32) instant {
-	e := &s.slab[i]
+	e := s.at(i)
 	switch {
 	case e.attempts == 0 && !e.deferred:
-		return instant{e.fireSec, e.fireNs}
+		return s.fireInstant(i)
 	case saturated(e.next):
 		return s.xnext[i]
 	}
@@ -148,7 +164,7 @@ func (s *store[K]) nextAt(i int32) instant {
 
 // setNext sets the NextAttempt of slot i, which is backing off, to at.
 func (s *store[K]) setNext(i int32, at instant) {
-	e := &s.slab[i]
+	e := s.at(i)
 	e.next = at.ns()
 	if saturated(e.next) {
 		if s.xnext == nil {
@@ -162,7 +178,7 @@ func (s *store[K]) setNext(i int32, at instant) {
 
 // push makes slot i, whose next and seq are set, waiting and adds its node.
 func (s *store[K]) push(i int32) {
-	e := &s.slab[i]
+	e := s.at(i)
 	e.state = stateWaiting
 	if saturated(e.next) {
 		s.pushFar(i)
@@ -195,6 +211,9 @@ func (s *store[K]) unwait(far bool) (topStale bool) {
 func (s *store[K]) bound() {
 	if stale := len(s.heap) - s.waiting; stale*4 > len(s.heap) {
 		s.compact()
+	}
+	if cap(s.heap) > minShrink && len(s.heap)*4 < cap(s.heap) {
+		s.heap = slices.Clip(append(make([]hnode, 0, 2*len(s.heap)), s.heap...))
 	}
 }
 
@@ -362,13 +381,22 @@ func (s *store[K]) locIndex(l *time.Location) uint8 {
 	return uint8(n)
 }
 
-// setTimes stores createdAt and fireAt in slot i: as Unix seconds,
-// nanoseconds and Location index, and, for a Location not interned, the
-// caller's *Location itself in xlocs. A Location is never changed.
+// setTimes stores createdAt and fireAt in slot i: as Unix nanoseconds and
+// Location index, and, for a time outside 1678–2262, its instant in xtimes;
+// for a Location not interned, the caller's *Location itself in xlocs. A
+// Location is never changed.
 func (s *store[K]) setTimes(i int32, createdAt, fireAt time.Time) {
-	e := &s.slab[i]
-	e.createdSec, e.createdNs = createdAt.Unix(), int32(createdAt.Nanosecond())
-	e.fireSec, e.fireNs = fireAt.Unix(), int32(fireAt.Nanosecond())
+	e := s.at(i)
+	c, f := instantOf(createdAt), instantOf(fireAt)
+	e.created, e.fire = c.ns(), f.ns()
+	if saturated(e.created) || saturated(e.fire) {
+		if s.xtimes == nil {
+			s.xtimes = make(map[int32][2]instant)
+		}
+		s.xtimes[i] = [2]instant{c, f}
+	} else if s.xtimes != nil {
+		delete(s.xtimes, i) // a reschedule may leave a saturated time
+	}
 	cl, fl := createdAt.Location(), fireAt.Location()
 	e.createdLoc, e.fireLoc = s.locIndex(cl), s.locIndex(fl)
 	if e.createdLoc == locOverflow || e.fireLoc == locOverflow {
@@ -379,6 +407,22 @@ func (s *store[K]) setTimes(i int32, createdAt, fireAt time.Time) {
 	} else if s.xlocs != nil {
 		delete(s.xlocs, i) // a reschedule may leave an overflowed Location
 	}
+}
+
+// createdInstant returns the CreatedAt stored in slot i at full precision.
+func (s *store[K]) createdInstant(i int32) instant {
+	if c := s.at(i).created; !saturated(c) {
+		return instantOfNs(c)
+	}
+	return s.xtimes[i][0]
+}
+
+// fireInstant returns the FireAt stored in slot i at full precision.
+func (s *store[K]) fireInstant(i int32) instant {
+	if f := s.at(i).fire; !saturated(f) {
+		return instantOfNs(f)
+	}
+	return s.xtimes[i][1]
 }
 
 // location returns the Location of index li in slot i: its CreatedAt's, or
@@ -397,18 +441,118 @@ func (s *store[K]) location(i int32, li uint8, fire bool) *time.Location {
 // createdAt returns the CreatedAt setTimes stored in slot i, without a
 // monotonic clock reading.
 func (s *store[K]) createdAt(i int32) time.Time {
-	e := &s.slab[i]
-	return time.Unix(e.createdSec, int64(e.createdNs)).In(s.location(i, e.createdLoc, false))
+	return s.createdInstant(i).time(s.location(i, s.at(i).createdLoc, false))
 }
 
 // fireAt returns the FireAt setTimes stored in slot i, without a monotonic
 // clock reading.
 func (s *store[K]) fireAt(i int32) time.Time {
-	e := &s.slab[i]
-	return time.Unix(e.fireSec, int64(e.fireNs)).In(s.fireLocation(i))
+	return s.fireInstant(i).time(s.fireLocation(i))
 }
 
 // fireLocation returns the Location of the FireAt stored in slot i.
 func (s *store[K]) fireLocation(i int32) *time.Location {
-	return s.location(i, s.slab[i].fireLoc, true)
+	return s.location(i, s.at(i).fireLoc, true)
+}
+
+// minShrink is the size under which the slab and the heaps never shrink: a
+// few KiB at most. A variable only so that tests can make everything shrink.
+var minShrink = 256
+
+// shrink gives memory back once the schedules have mostly gone: when at most
+// a quarter of the slab's slots hold an entry, it moves the entries to the
+// lowest slots, frees the pages above them and the free list, and rebuilds
+// both heaps (dropping their stale nodes) and the maps kept by slot at the
+// size of what they hold. Slot numbers change: the caller must hold none
+// across it (a running attempt finds its entry by key). The slab only grows
+// when the free list is empty, that is when every slot is used, so between
+// two shrinks at least three quarters of the slots were released: the O(n)
+// shrink is O(1) amortised per release, and a size that hovers never makes
+// it shrink and grow in turn. (The index shrinks on its own: index.deleteAt.)
+func (s *store[K]) shrink() {
+	used := s.slab.len()
+	live := s.idx.len()
+	if used <= minShrink || live*4 > used {
+		return
+	}
+	// Two fingers: move the highest used slot into the lowest free one.
+	lo, hi := int32(0), int32(used-1)
+	for {
+		for lo < hi && s.at(lo).state != stateFree {
+			lo++
+		}
+		for hi > lo && s.at(hi).state == stateFree {
+			hi--
+		}
+		if lo >= hi {
+			break
+		}
+		s.move(hi, lo)
+		lo++
+		hi--
+	}
+	s.slab.truncate(live)
+	s.free = nil
+	s.shrinks++
+	s.xnext = cloneMap(s.xnext)
+	s.xtimes = cloneMap(s.xtimes)
+	s.xlocs = cloneMap(s.xlocs)
+	s.rebuildHeaps()
+}
+
+// move moves the entry in slot from to the free slot to.
+func (s *store[K]) move(from, to int32) {
+	e := s.at(from)
+	s.idx.repoint(&s.slab, e.key, to)
+	if v, ok := s.xnext[from]; ok {
+		delete(s.xnext, from)
+		s.xnext[to] = v
+	}
+	if v, ok := s.xtimes[from]; ok {
+		delete(s.xtimes, from)
+		s.xtimes[to] = v
+	}
+	if v, ok := s.xlocs[from]; ok {
+		delete(s.xlocs, from)
+		s.xlocs[to] = v
+	}
+	*s.at(to) = *e
+	*e = entry[K]{}
+}
+
+// rebuildHeaps rebuilds both heaps from the waiting entries, with no stale
+// node, in O(n).
+func (s *store[K]) rebuildHeaps() {
+	h := make([]hnode, 0, s.waiting)
+	var far farHeap
+	for i := range int32(s.slab.len()) {
+		e := s.at(i)
+		if e.state != stateWaiting {
+			continue
+		}
+		if saturated(e.next) {
+			far = append(far, xnode{at: s.nextAt(i), idx: i, gen: uint32(e.seq)})
+		} else {
+			h = append(h, hnode{at: e.next, idx: i, gen: uint32(e.seq)})
+		}
+	}
+	s.heap = h
+	for pos := (len(h) - 2) / 4; pos >= 0 && len(h) > 1; pos-- {
+		s.down(pos, h[pos])
+	}
+	heap.Init(&far)
+	s.far = far
+}
+
+// cloneMap returns a copy of m sized for what it holds (a Go map never
+// shrinks), or nil if m is empty.
+func cloneMap[M ~map[K]V, K comparable, V any](m M) M {
+	if len(m) == 0 {
+		return nil
+	}
+	c := make(M, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
 }

@@ -27,9 +27,9 @@ func TestHeapRandomOps(t *testing.T) {
 		compactions := 0
 		add := func(k int) {
 			i := s.alloc()
-			e := &s.slab[i]
+			e := s.at(i)
 			e.key, e.seq, e.next = k, s.nextSeq(), int64(rng.IntN(50)) // many ties
-			s.idx.insert(s.slab, k, i)
+			s.idx.insert(&s.slab, k, i)
 			s.push(i)
 			live[k] = true
 		}
@@ -46,14 +46,14 @@ func TestHeapRandomOps(t *testing.T) {
 			case !live[k]:
 				add(k)
 			case rng.IntN(3) == 0: // cancel: lazy deletion
-				i, _ := s.idx.get(s.slab, k)
-				require.True(t, s.idx.delete(s.slab, k))
+				i, _ := s.idx.get(&s.slab, k)
+				require.True(t, s.idx.delete(&s.slab, k))
 				s.release(i)
 				unwait()
 				delete(live, k)
 			case rng.IntN(2) == 0: // reschedule: a new node, the old one stale
-				i, _ := s.idx.get(s.slab, k)
-				e := &s.slab[i]
+				i, _ := s.idx.get(&s.slab, k)
+				e := s.at(i)
 				e.seq, e.next = s.nextSeq(), int64(rng.IntN(50))
 				unwait()
 				s.push(i)
@@ -62,8 +62,8 @@ func TestHeapRandomOps(t *testing.T) {
 				require.True(t, ok)
 				i := s.popHead()
 				require.Equal(t, n.idx, i)
-				delete(live, s.slab[i].key)
-				require.True(t, s.idx.delete(s.slab, s.slab[i].key))
+				delete(live, s.at(i).key)
+				require.True(t, s.idx.delete(&s.slab, s.at(i).key))
 				s.release(i)
 			}
 			if op%97 == 0 {
@@ -83,8 +83,8 @@ func TestHeapRandomOps(t *testing.T) {
 				break
 			}
 			i := s.popHead()
-			got = append(got, ns{s.slab[i].next, s.slab[i].seq})
-			s.slab[i].state = stateRunning
+			got = append(got, ns{s.at(i).next, s.at(i).seq})
+			s.at(i).state = stateRunning
 		}
 		assert.True(t, slices.IsSortedFunc(got, func(a, b ns) int {
 			if a.at != b.at {
@@ -105,7 +105,7 @@ func TestHeapGenWraps(t *testing.T) {
 	s.seq = 1<<32 - 3
 	for k := range 6 {
 		i := s.alloc()
-		e := &s.slab[i]
+		e := s.at(i)
 		e.key, e.seq, e.next = k, s.nextSeq(), 7
 		s.push(i)
 	}
@@ -115,8 +115,8 @@ func TestHeapGenWraps(t *testing.T) {
 			break
 		}
 		i := s.popHead()
-		order = append(order, s.slab[i].key)
-		s.slab[i].state = stateRunning
+		order = append(order, s.at(i).key)
+		s.at(i).state = stateRunning
 	}
 	assert.Equal(t, []int{0, 1, 2, 3, 4, 5}, order)
 }
@@ -202,6 +202,6 @@ func TestBackoff(t *testing.T) {
 
 func TestEntryIsSmall(t *testing.T) {
 	// The per-item memory budget depends on it: keep an eye on new fields.
-	assert.LessOrEqual(t, unsafe.Sizeof(entry[string]{}), uintptr(64))
+	assert.LessOrEqual(t, unsafe.Sizeof(entry[string]{}), uintptr(56))
 	assert.Equal(t, uintptr(16), unsafe.Sizeof(hnode{}))
 }

@@ -10,9 +10,12 @@ import "hash/maphash"
 // reads the slab only on a tag match.
 //
 // A key's home position is its tag masked to the table size, so the table
-// grows without hashing a key or touching the slab. The table doubles when
-// more than 3/4 full and never shrinks (like a Go map). At 1M keys it takes
-// 16 MiB: 16 bytes per key.
+// is resized without hashing a key or touching the slab. It doubles when more
+// than 3/4 full, and, unlike a Go map, shrinks when less than 3/16 full, to
+// the size that makes it at most 3/8 full: between two resizes the number of
+// keys at least doubles or halves, so resizing is O(1) amortised and a size
+// hovering around a threshold does not make it resize again and again. At 1M
+// keys it takes 16 MiB: 16 bytes per key.
 //
 // The hash is hash/maphash.Comparable with a seed per queue, so two queues do
 // not share collision patterns. Like a Go map, it panics for a key holding a
@@ -45,7 +48,7 @@ func (x *index[K]) len() int { return x.n }
 // find looks key up. If found, it returns its slab index and its table
 // position; if not, i is -1 and pos is the empty position where key would be
 // inserted without growth. tag is key's tag either way, for insertAt.
-func (x *index[K]) find(slab []entry[K], key K) (i int32, pos uint32, tag uint32) {
+func (x *index[K]) find(slab *slab[K], key K) (i int32, pos uint32, tag uint32) {
 	tag = x.tag(key)
 	if len(x.slots) == 0 {
 		return -1, 0, tag
@@ -57,7 +60,7 @@ func (x *index[K]) find(slab []entry[K], key K) (i int32, pos uint32, tag uint32
 			return -1, p, tag
 		}
 		if uint32(s>>32) == tag {
-			if j := int32(uint32(s) - 1); slab[j].key == key {
+			if j := int32(uint32(s) - 1); slab.at(j).key == key {
 				return j, p, tag
 			}
 		}
@@ -65,7 +68,7 @@ func (x *index[K]) find(slab []entry[K], key K) (i int32, pos uint32, tag uint32
 }
 
 // get returns key's slab index and whether it is there.
-func (x *index[K]) get(slab []entry[K], key K) (int32, bool) {
+func (x *index[K]) get(slab *slab[K], key K) (int32, bool) {
 	i, _, _ := x.find(slab, key)
 	return i, i >= 0
 }
@@ -82,7 +85,7 @@ func (x *index[K]) insertAt(pos, tag uint32, i int32) {
 }
 
 // insert adds key at slab index i; key must be absent.
-func (x *index[K]) insert(slab []entry[K], key K, i int32) {
+func (x *index[K]) insert(slab *slab[K], key K, i int32) {
 	_, pos, tag := x.find(slab, key)
 	x.insertAt(pos, tag, i)
 }
@@ -97,15 +100,41 @@ func (x *index[K]) emptyFor(tag uint32) uint32 {
 	return p
 }
 
-// grow doubles the table, re-placing every slot by its tag.
+// grow doubles the table.
 func (x *index[K]) grow() {
+	x.resize(max(indexMinSize, 2*len(x.slots)))
+}
+
+// resize re-places every slot by its tag in a table of size slots, a power
+// of two large enough, or none if size is 0.
+func (x *index[K]) resize(size int) {
 	old := x.slots
-	x.slots = make([]uint64, max(indexMinSize, 2*len(old)))
+	x.slots = nil
+	if size > 0 {
+		x.slots = make([]uint64, size)
+	}
 	for _, s := range old {
 		if s != 0 {
 			x.slots[x.emptyFor(uint32(s>>32))] = s
 		}
 	}
+}
+
+// shrink makes the table at most 3/8 full if it is less than 3/16 full;
+// an empty index takes no table.
+func (x *index[K]) shrink() {
+	if len(x.slots) <= indexMinSize || x.n*16 >= len(x.slots)*3 {
+		return
+	}
+	if x.n == 0 {
+		x.resize(0)
+		return
+	}
+	size := indexMinSize
+	for x.n*8 > size*3 {
+		size *= 2
+	}
+	x.resize(size)
 }
 
 // deleteAt removes the key at table position pos, as returned by find. Later
@@ -128,10 +157,18 @@ func (x *index[K]) deleteAt(pos uint32) {
 	}
 	x.slots[hole] = 0
 	x.n--
+	x.shrink()
+}
+
+// repoint makes key point to slab index to. The entry must still be in the
+// slot the index has for it.
+func (x *index[K]) repoint(slab *slab[K], key K, to int32) {
+	_, pos, tag := x.find(slab, key)
+	x.slots[pos] = uint64(tag)<<32 | uint64(uint32(to)+1)
 }
 
 // delete removes key and reports whether it was there.
-func (x *index[K]) delete(slab []entry[K], key K) bool {
+func (x *index[K]) delete(slab *slab[K], key K) bool {
 	i, pos, _ := x.find(slab, key)
 	if i < 0 {
 		return false
@@ -154,6 +191,7 @@ func (x *index[K]) retain(keep func(i int32) bool) {
 		x.slots[x.emptyFor(uint32(s>>32))] = s
 	}
 	x.n = len(kept)
+	x.shrink()
 }
 
 // all calls yield with the slab index of every key, in no particular order.

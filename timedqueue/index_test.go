@@ -21,7 +21,7 @@ func indexModel[K comparable](t *testing.T, seed uint64, ops, nkeys int, newKey 
 	for op := range ops {
 		k := newKey(rng.IntN(nkeys))
 		want, in := model[k]
-		got, ok := s.idx.get(s.slab, k)
+		got, ok := s.idx.get(&s.slab, k)
 		require.Equal(t, in, ok, "op %d: get(%v) found", op, k)
 		if in {
 			require.Equal(t, want, got, "op %d: get(%v)", op, k)
@@ -29,39 +29,39 @@ func indexModel[K comparable](t *testing.T, seed uint64, ops, nkeys int, newKey 
 		switch r := rng.IntN(10); {
 		case !in && r < 6: // insert
 			i := s.alloc()
-			s.slab[i].key, s.slab[i].state = k, stateWaiting
-			s.idx.insert(s.slab, k, i)
+			s.at(i).key, s.at(i).state = k, stateWaiting
+			s.idx.insert(&s.slab, k, i)
 			model[k] = i
 		case in && r < 5: // delete
-			require.True(t, s.idx.delete(s.slab, k))
+			require.True(t, s.idx.delete(&s.slab, k))
 			s.release(want)
 			delete(model, k)
 		case !in:
-			require.False(t, s.idx.delete(s.slab, k), "delete of an absent key")
+			require.False(t, s.idx.delete(&s.slab, k), "delete of an absent key")
 		}
 		require.Equal(t, len(model), s.idx.len())
 		if op%1009 == 0 || op == ops-1 {
-			require.NoError(t, s.idx.check(s.slab), "op %d", op)
+			require.NoError(t, s.idx.check(&s.slab), "op %d", op)
 		}
 	}
 	// Every key of the model is there; retain drops exactly the others.
 	for k, i := range model {
-		got, ok := s.idx.get(s.slab, k)
+		got, ok := s.idx.get(&s.slab, k)
 		require.True(t, ok)
 		require.Equal(t, i, got)
 	}
 	kept := map[K]int32{}
 	s.idx.retain(func(i int32) bool {
 		if i%2 == 0 {
-			kept[s.slab[i].key] = i
+			kept[s.at(i).key] = i
 			return true
 		}
 		return false
 	})
 	require.Equal(t, len(kept), s.idx.len())
-	require.NoError(t, s.idx.check(s.slab))
+	require.NoError(t, s.idx.check(&s.slab))
 	for k, i := range model {
-		got, ok := s.idx.get(s.slab, k)
+		got, ok := s.idx.get(&s.slab, k)
 		require.Equal(t, i%2 == 0, ok, "after retain: %v", k)
 		if ok {
 			require.Equal(t, i, got)
@@ -102,10 +102,10 @@ func TestIndexNaNKeyIsNeverFound(t *testing.T) {
 	s := newStore[float64]()
 	for range 3 {
 		i := s.alloc()
-		s.slab[i].key, s.slab[i].state = math.NaN(), stateWaiting
-		s.idx.insert(s.slab, math.NaN(), i)
+		s.at(i).key, s.at(i).state = math.NaN(), stateWaiting
+		s.idx.insert(&s.slab, math.NaN(), i)
 	}
-	_, ok := s.idx.get(s.slab, math.NaN())
+	_, ok := s.idx.get(&s.slab, math.NaN())
 	assert.False(t, ok)
 	assert.Equal(t, 3, s.idx.len())
 }

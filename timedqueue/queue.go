@@ -55,6 +55,7 @@ type TimedWorkerQueue[K comparable] struct {
 	// hash (and the withdrawn map) panic. Every method refuses it before
 	// taking the lock.
 	checkKeys bool
+	realClock bool // clock is k8s.io/utils/clock's RealClock: see pumpLocked
 
 	baseCtx    context.Context // parent of every work ctx; cancelled by Shutdown
 	cancelBase context.CancelCauseFunc
@@ -106,6 +107,7 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		minDeadline: neverInstant,
 		changed:     make(chan struct{}),
 		checkKeys:   holdsInterface(reflect.TypeFor[K]()),
+		realClock:   isRealClock(o.clock),
 	}
 	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
 	// One timer for the queue's whole life, created stopped. It is re-armed
@@ -115,6 +117,16 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 	q.timer.Stop()
 	q.timerC = q.timer.C()
 	return q, nil
+}
+
+// isRealClock reports whether c is k8s.io/utils/clock's RealClock, which no
+// one steps.
+func isRealClock(c clock.Clock) bool {
+	switch c.(type) {
+	case clock.RealClock, *clock.RealClock:
+		return true
+	}
+	return false
 }
 
 // holdsInterface reports whether values of type t may hold an interface value,
@@ -171,7 +183,7 @@ func (q *TimedWorkerQueue[K]) Schedule(key K, createdAt, fireAt time.Time) error
 		q.mu.Unlock()
 		return ErrShutdown
 	}
-	i, pos, tag := q.s.idx.find(q.s.slab, key)
+	i, pos, tag := q.s.idx.find(&q.s.slab, key)
 	if i >= 0 {
 		q.mu.Unlock()
 		return ErrScheduled
@@ -203,16 +215,16 @@ func (q *TimedWorkerQueue[K]) Reschedule(key K, createdAt, fireAt time.Time) err
 		q.mu.Unlock()
 		return ErrShutdown
 	}
-	i, pos, tag := q.s.idx.find(q.s.slab, key)
+	i, pos, tag := q.s.idx.find(&q.s.slab, key)
 	if i < 0 {
 		q.scheduleLocked(key, pos, tag, createdAt, fireAt, &d)
 	} else {
-		e := &q.s.slab[i]
+		e := q.s.at(i)
 		if e.state == stateRunning {
 			q.mu.Unlock()
 			return ErrRunning
 		}
-		if fireAt.Unix() == e.fireSec && int32(fireAt.Nanosecond()) == e.fireNs {
+		if instantOf(fireAt) == q.s.fireInstant(i) {
 			q.mu.Unlock()
 			return ErrUnchanged
 		}
@@ -263,7 +275,7 @@ func (q *TimedWorkerQueue[K]) orNow(createdAt, fireAt time.Time) (time.Time, tim
 func (q *TimedWorkerQueue[K]) scheduleLocked(key K, pos, tag uint32, createdAt, fireAt time.Time, d *delta) {
 	s := q.s
 	i := s.alloc()
-	e := &s.slab[i]
+	e := s.at(i)
 	e.key = key
 	e.seq = s.nextSeq()
 	s.setTimes(i, createdAt, fireAt)
@@ -288,12 +300,12 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	}
 	var d delta
 	q.mu.Lock()
-	i, pos, _ := q.s.idx.find(q.s.slab, key)
+	i, pos, _ := q.s.idx.find(&q.s.slab, key)
 	if i < 0 {
 		q.mu.Unlock()
 		return false
 	}
-	e := &q.s.slab[i]
+	e := q.s.at(i)
 	far := saturated(e.next)
 	q.s.idx.deleteAt(pos)
 	switch e.state {
@@ -302,6 +314,7 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 		// fail, so its end is handled as a withdrawn attempt.
 		q.withdrawn[key] = struct{}{}
 		q.s.release(i)
+		q.s.shrink()
 		q.mu.Unlock()
 		return false
 	case stateWaiting:
@@ -313,6 +326,7 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	default: // blocked: not in the heap
 		q.s.release(i)
 	}
+	q.s.shrink()
 	d.pending--
 	q.mu.Unlock()
 	q.m.apply(d)
@@ -326,7 +340,7 @@ func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	i, ok := q.s.idx.get(q.s.slab, key)
+	i, ok := q.s.idx.get(&q.s.slab, key)
 	if !ok {
 		return TimedWorker[K]{}, false
 	}
@@ -334,7 +348,7 @@ func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
 }
 
 func (q *TimedWorkerQueue[K]) snapshotLocked(i int32) TimedWorker[K] {
-	e := &q.s.slab[i]
+	e := q.s.at(i)
 	w := TimedWorker[K]{
 		Key:       e.key,
 		CreatedAt: q.s.createdAt(i),
@@ -358,9 +372,9 @@ func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	dst = slices.Grow(dst, q.s.idx.len())
-	for i := range q.s.slab {
-		if q.s.slab[i].state != stateFree {
-			dst = append(dst, q.snapshotLocked(int32(i)))
+	for i := range int32(q.s.slab.len()) {
+		if q.s.at(i).state != stateFree {
+			dst = append(dst, q.snapshotLocked(i))
 		}
 	}
 	return dst

@@ -19,7 +19,7 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 	if !q.closed {
 		q.closed = true
 		q.s.idx.retain(func(i int32) bool {
-			if q.s.slab[i].state == stateRunning {
+			if q.s.at(i).state == stateRunning {
 				return true
 			}
 			q.s.release(i)
@@ -27,6 +27,7 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 			return false
 		})
 		q.s.clearWaiting()
+		q.s.shrink()
 		q.stopTimerLocked()
 		close(q.stop)
 		q.cancelBase(ErrShutdown)

@@ -27,8 +27,7 @@ var errGoexit = errors.New("timedqueue: work func called runtime.Goexit")
 // attempt is one run of a work func.
 type attempt[K comparable] struct {
 	key      K
-	idx      int32                   // slab slot of the schedule when it started
-	seq      uint64                  // the schedule's seq: if the slot no longer has it, the schedule was withdrawn
+	seq      uint64                  // the schedule's seq: if the key's entry no longer has it, the schedule was withdrawn
 	first    bool                    // first attempt of its schedule: lateness is observed
 	late     float64                 // start − FireAt, seconds
 	wc       *workCtx[K]             // this attempt's identity
@@ -107,6 +106,11 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		}
 		q.stopTimerLocked()
 		// A delay too long for a Duration fires early; the pump then re-arms.
+		if q.realClock {
+			// Starting the due work took time: count from a fresh reading,
+			// so that the timer does not fire late by as much.
+			now = q.read()
+		}
 		q.timer.Reset(now.at.until(want))
 		q.armedFor = want
 		if q.armedAt = want.ns(); q.armedAt == never {
@@ -123,6 +127,9 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		// as much. Either way go round again, from a fresh reading. A real
 		// clock always moves a little, so its late arming (by the time Reset
 		// takes) is accepted after a few tries.
+		if q.realClock {
+			return // no one steps it; the late arming costs the time Reset takes
+		}
 		now2 := q.read()
 		if now2.at.before(want) && (now2.at == now.at || tries >= 2) {
 			return
@@ -193,14 +200,14 @@ func (q *TimedWorkerQueue[K]) startDueLocked(now reading, d *delta) {
 // beginLocked marks slot i, just taken from the heap, running and returns its
 // attempt: a, reused, or a new one if a is nil.
 func (q *TimedWorkerQueue[K]) beginLocked(i int32, now reading, a *attempt[K]) *attempt[K] {
-	e := &q.s.slab[i]
+	e := q.s.at(i)
 	e.state = stateRunning
 	if a == nil {
 		a = new(attempt[K])
 	}
-	*a = attempt[K]{key: e.key, idx: i, seq: e.seq, first: e.attempts == 0 && !e.deferred, tpos: -1}
+	*a = attempt[K]{key: e.key, seq: e.seq, first: e.attempts == 0 && !e.deferred, tpos: -1}
 	if a.first {
-		a.late = now.at.secondsSince(instant{e.fireSec, e.fireNs})
+		a.late = now.at.secondsSince(q.s.fireInstant(i))
 	}
 	// Each attempt gets a ctx of its own, even without a timeout: it tells
 	// Shutdown which attempt its caller belongs to (see workCtx).
@@ -387,27 +394,33 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 	q.untimeLocked(a)
 	q.returnedLocked(a.wc)
 	s := q.s
-	e := &s.slab[a.idx]
+	// The attempt finds its entry by key: slots move when the store shrinks.
+	// The entry is this attempt's if it is running with the attempt's seq.
+	i, pos, _ := s.idx.find(&s.slab, a.key)
+	var e *entry[K]
+	if i >= 0 {
+		e = s.at(i)
+	}
 	switch {
-	case e.state != stateRunning || e.seq != a.seq:
+	case e == nil || e.state != stateRunning || e.seq != a.seq:
 		// Withdrawn: the schedule was cancelled while this attempt ran. Never
-		// touch the slot (it may hold a newer schedule); release the key's new
-		// schedule, if any, which waited for this attempt.
+		// touch a newer schedule of the key, but release it if it waited
+		// for this attempt.
 		delete(q.withdrawn, a.key)
-		if i, ok := s.idx.get(s.slab, a.key); ok && s.slab[i].state == stateBlocked {
+		if e != nil && e.state == stateBlocked {
 			s.push(i)
 		}
 		if err != nil && retryAtOf(err) == nil {
 			o.kind, o.err = outcomeWithdrawnFailed, err
 		}
 	case err == nil:
-		s.idx.delete(s.slab, a.key)
-		s.release(a.idx)
+		s.idx.deleteAt(pos)
+		s.release(i)
 	case retryAtOf(err) != nil:
 		// Not a failure: no attempt is counted and no hook is called.
 		if q.closed {
-			s.idx.delete(s.slab, a.key)
-			s.release(a.idx)
+			s.idx.deleteAt(pos)
+			s.release(i)
 			d.drops++
 			o.kind, o.err = outcomeDeferDropped, err
 			break
@@ -417,8 +430,8 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		if at.before(now.at) {
 			at = now.at
 		}
-		s.setNext(a.idx, at)
-		s.push(a.idx)
+		s.setNext(i, at)
+		s.push(i)
 		d.pending++
 		o.kind, o.err = outcomeDeferred, err
 	default:
@@ -426,24 +439,25 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		if !q.closed && !IsPermanent(err) && int(e.attempts) < q.retry.MaxAttempts {
 			o.kind, o.err = outcomeRetry, err
 			o.wait = q.retry.backoff(int(e.attempts))
-			s.setNext(a.idx, now.at.add(o.wait))
-			s.push(a.idx)
+			s.setNext(i, now.at.add(o.wait))
+			s.push(i)
 			d.pending++
 			d.retries++
 			if q.hooks.retry != nil {
-				o.w = q.snapshotLocked(a.idx)
+				o.w = q.snapshotLocked(i)
 			} else {
 				o.w.Attempts = int(e.attempts) // for the log
 			}
 		} else {
 			o.kind, o.err = outcomeFinal, err
-			o.w = q.snapshotLocked(a.idx)
+			o.w = q.snapshotLocked(i)
 			o.w.Running = false
-			s.idx.delete(s.slab, a.key)
-			s.release(a.idx)
+			s.idx.deleteAt(pos)
+			s.release(i)
 			d.failures++
 		}
 	}
+	s.shrink() // no slot number is used below
 	if o.kind == outcomeFinal && q.hooks.failure != nil || o.kind == outcomeRetry && q.hooks.retry != nil {
 		q.hooking++
 		q.notifyLocked() // Shutdown does not wait for a worker in a hook
