@@ -135,11 +135,7 @@ func (s *scenario) play() error {
 		return err
 	}
 
-	steps := []struct {
-		at   time.Duration
-		what string
-		do   func() error
-	}{
+	steps := []step{
 		{0, "taint node-a and node-b", func() error {
 			return cmp.Or(s.c.SetTaints("node-a", unreachable), s.c.SetTaints("node-b", unreachable))
 		}},
@@ -160,26 +156,10 @@ func (s *scenario) play() error {
 		}},
 		{10 * time.Minute, "end", nil},
 	}
-	for _, st := range steps {
-		if err := s.advance(st.at); err != nil {
-			return err
-		}
-		s.action(st.what)
-		if st.do == nil {
-			break
-		}
-		if err := st.do(); err != nil {
-			return err
-		}
-		if err := s.settle(); err != nil {
-			return err
-		}
+	if err := s.run(steps); err != nil {
+		return err
 	}
-
-	var left []string
-	for _, p := range s.c.ListPods() {
-		left = append(left, p.Name)
-	}
+	left := s.podsLeft()
 	st := s.m.Stats()
 	s.printf("\nPods left: %v. Evicted %d, cancelled %d, delete calls %d (%d failed and were retried).\n",
 		left, st.Evicted, st.Cancelled, s.c.Stats().DeleteCalls, s.c.Stats().Injected)
@@ -434,11 +414,7 @@ func (s *scenario) playSafe() error {
 			return nil
 		}
 	}
-	steps := []struct {
-		at   time.Duration
-		what string
-		do   func() error
-	}{
+	steps := []step{
 		{0, "taint node-d and node-e (the job pods go at the budget's pace)", func() error {
 			return cmp.Or(s.c.SetTaints("node-d", unreachable), s.c.SetTaints("node-e", unreachable))
 		}},
@@ -446,13 +422,33 @@ func (s *scenario) playSafe() error {
 		{2 * time.Minute, "a replacement for the next db pod is created, but never gets ready", replace(false)},
 		{10 * time.Minute, "end", nil},
 	}
+	if err := s.run(steps); err != nil {
+		return err
+	}
+	left := s.podsLeft()
+	st := s.m.Stats()
+	s.printf("\nPods left: %v.\nEvicted %d through the Eviction API, %d by the fallback delete; %d refusals by the budget, %d waits for the eviction budget.\n",
+		left, st.EvictedByAPI, st.FallbackDeleted, st.Refused, st.BudgetWaits)
+	return nil
+}
+
+// step is one scripted change: at an offset from t0, what it is, and how to
+// make it (nil: the end).
+type step struct {
+	at   time.Duration
+	what string
+	do   func() error
+}
+
+// run plays steps in order, settling after each.
+func (s *scenario) run(steps []step) error {
 	for _, st := range steps {
 		if err := s.advance(st.at); err != nil {
 			return err
 		}
 		s.action(st.what)
 		if st.do == nil {
-			break
+			return nil
 		}
 		if err := st.do(); err != nil {
 			return err
@@ -461,12 +457,13 @@ func (s *scenario) playSafe() error {
 			return err
 		}
 	}
+	return nil
+}
+
+func (s *scenario) podsLeft() []string {
 	var left []string
 	for _, p := range s.c.ListPods() {
 		left = append(left, p.Name)
 	}
-	st := s.m.Stats()
-	s.printf("\nPods left: %v.\nEvicted %d through the Eviction API, %d by the fallback delete; %d refusals by the budget, %d waits for the eviction budget.\n",
-		left, st.EvictedByAPI, st.FallbackDeleted, st.Refused, st.BudgetWaits)
-	return nil
+	return left
 }
