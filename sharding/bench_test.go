@@ -324,9 +324,19 @@ func BenchmarkSlowShard(b *testing.B) {
 	}
 }
 
-type retriesCounter struct{ n *atomic.Int64 }
+// retriesCounter counts retries and closes reached when they reach at.
+type retriesCounter struct {
+	n       *atomic.Int64
+	at      int64
+	reached chan struct{}
+}
 
-func (c retriesCounter) Inc()                                            { c.n.Add(1) }
+func (c retriesCounter) Inc() {
+	if c.n.Add(1) == c.at {
+		close(c.reached)
+	}
+}
+
 func (c retriesCounter) NewDepthMetric(sharding.Lane) sharding.Gauge     { return nil }
 func (c retriesCounter) NewRetriesMetric(sharding.Lane) sharding.Counter { return c }
 func (c retriesCounter) NewDropsMetric(sharding.Lane) sharding.Counter   { return nil }
@@ -350,12 +360,13 @@ func BenchmarkLaneMemory(b *testing.B) {
 	var peak, left uint64
 	for b.Loop() {
 		var retries atomic.Int64
+		stuckFailed := make(chan struct{})
 		d, err := sharding.New(sharding.Config[int, int]{
 			Shards:     1, // one lane holds them all, in order: the stuck items, added last, are handled last
 			Logger:     &quiet,
 			Clock:      testingclock.NewFakeClock(time.Unix(0, 0)),
 			Retry:      sharding.RetryPolicy{InitialBackoff: time.Hour},
-			Metrics:    retriesCounter{&retries},
+			Metrics:    retriesCounter{&retries, int64(stuck), stuckFailed},
 			HighKey:    func(int) string { return "" },
 			LowKey:     func(int) string { return "" },
 			HandleHigh: func(context.Context, int) error { return nil },
@@ -379,9 +390,7 @@ func BenchmarkLaneMemory(b *testing.B) {
 		go func() { d.Run(ctx); close(done) }()
 		// The worker settles items in order, so once the stuck ones have
 		// failed every other item is settled.
-		for retries.Load() < int64(stuck) {
-			time.Sleep(time.Millisecond)
-		}
+		<-stuckFailed
 		left = heapAfterGC() - base
 		cancel()
 		<-done

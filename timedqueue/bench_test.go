@@ -2,6 +2,7 @@ package timedqueue_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -27,10 +28,11 @@ import (
 
 // baseline is built like the original TimedWorkerQueue.
 type baseline struct {
-	mu      sync.Mutex
-	workers map[string]*baselineWorker
-	work    timedqueue.WorkFunc[string]
-	clock   clock.WithDelayedExecution
+	mu       sync.Mutex
+	workers  map[string]*baselineWorker
+	work     timedqueue.WorkFunc[string]
+	clock    clock.WithDelayedExecution
+	released func() // if not nil, called once a fired key is deleted
 }
 
 type baselineArgs struct{ key string }
@@ -55,6 +57,9 @@ func (q *baseline) newWorker(key string, createdAt, fireAt time.Time) *baselineW
 			delete(q.workers, key)
 		}
 		q.mu.Unlock()
+		if q.released != nil {
+			q.released()
+		}
 	}
 	if delay := fireAt.Sub(q.clock.Now()); delay > 0 {
 		w.timer = q.clock.AfterFunc(delay, fire) // the runtime runs fire on a new goroutine
@@ -224,9 +229,8 @@ func BenchmarkMemoryAfter(b *testing.B) {
 			b.Run(fmt.Sprintf("after=%s/impl=%s/items=%d", after, impl.name, n), func(b *testing.B) {
 				var held float64
 				for b.Loop() {
-					var done sync.WaitGroup
 					before := heapNow()
-					q := impl.make(func(context.Context, string) error { done.Done(); return nil })
+					q, released := releasingQueue(impl.name, n)
 					now := time.Now()
 					if after == "cancel" {
 						fill(q, ks, now)
@@ -235,13 +239,11 @@ func BenchmarkMemoryAfter(b *testing.B) {
 						}
 					} else {
 						// All due at once, once every item is pending.
-						done.Add(n)
 						at := now.Add(time.Duration(n) * 3 * time.Microsecond)
 						for _, k := range ks {
 							q.AddWork(k, now, at)
 						}
-						done.Wait()
-						waitReleased(q, ks)
+						<-released
 					}
 					held = (float64(heapNow()) - float64(before)) / float64(n)
 					b.StopTimer()
@@ -255,15 +257,31 @@ func BenchmarkMemoryAfter(b *testing.B) {
 	}
 }
 
-// waitReleased waits until q no longer holds any of ks: the work funcs have
-// returned, but the keys are released just after.
-func waitReleased(q benchQueue, ks []string) {
-	for _, k := range ks {
-		for !q.AddWork(k, time.Time{}, time.Now().Add(48*time.Hour)) {
-			time.Sleep(time.Millisecond)
+// errFired fails the work of releasingQueue's queue, so that it is not
+// retried and the failure hook tells when its key was released.
+var errFired = timedqueue.Permanent(errors.New("fired"))
+
+// releasingQueue returns a queue of the named implementation, whose work
+// does nothing, and a channel closed once n schedules have run and had their
+// keys released: the baseline deletes them just after the work returns. Ours
+// calls its failure hook after the release, so its work fails, for good
+// (success releases the same memory but calls nothing after).
+func releasingQueue(name string, n int) (benchQueue, <-chan struct{}) {
+	ch := make(chan struct{})
+	var count atomic.Int64
+	released := func() {
+		if count.Add(1) == int64(n) {
+			close(ch)
 		}
-		q.CancelWork(k)
 	}
+	if name == "baseline" {
+		q := newBaseline(func(context.Context, string) error { return nil })
+		q.released = released
+		return q, ch
+	}
+	return newOurs(func(context.Context, string) error { return errFired },
+		timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 1}),
+		timedqueue.WithFailureHook(func(timedqueue.TimedWorker[string], error) { released() })), ch
 }
 
 func heapNow() uint64 {

@@ -2,10 +2,12 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +23,6 @@ import (
 type queue interface {
 	add(i int, createdAt, fireAt time.Time)
 	cancel(i int)
-	len() int // live schedules (upstream: a bound, see theirs.len)
 	close()
 }
 
@@ -83,7 +84,6 @@ func newOurs(work func(key string, start time.Time)) queue {
 
 func (o *ours) add(i int, createdAt, fireAt time.Time) { o.q.AddWork(o.it.keys[i], createdAt, fireAt) }
 func (o *ours) cancel(i int)                           { o.q.CancelWork(o.it.keys[i]) }
-func (o *ours) len() int                               { return o.q.Len() }
 func (o *ours) close()                                 { _ = o.q.Shutdown(context.Background()) }
 
 // theirs is upstream's TimedWorkerQueue, as the taint-eviction controller
@@ -93,7 +93,6 @@ type theirs struct {
 	ctx    context.Context
 	logger klog.Logger
 	it     *items
-	base   int // goroutines before the queue was made
 }
 
 func newTheirs(work func(key string, start time.Time)) queue {
@@ -103,7 +102,7 @@ func newTheirs(work func(key string, start time.Time)) queue {
 		work(args.KeyFromWorkArgs(), start)
 		return nil
 	})
-	return &theirs{q: q, ctx: context.Background(), logger: klog.Background(), it: it, base: runtime.NumGoroutine()}
+	return &theirs{q: q, ctx: context.Background(), logger: klog.Background(), it: it}
 }
 
 func (t *theirs) add(i int, createdAt, fireAt time.Time) {
@@ -111,11 +110,7 @@ func (t *theirs) add(i int, createdAt, fireAt time.Time) {
 }
 func (t *theirs) cancel(i int) { t.q.CancelWork(t.logger, t.it.keys[i]) }
 
-// len is not in upstream's API: its workers map is unexported. It is only
-// used to wait for fired work to be released, which upstream's goroutines
-// do right after the work func returns, before they exit.
-func (t *theirs) len() int { return max(0, runtime.NumGoroutine()-t.base) }
-func (t *theirs) close()   { t.q.CancelAndWait() }
+func (t *theirs) close() { t.q.CancelAndWait() }
 
 var impls = []struct {
 	name string
@@ -124,6 +119,70 @@ var impls = []struct {
 	{"taintkit", newOurs},
 	{"upstream", newTheirs},
 }
+
+// releasing is, per implementation, a queue whose work does nothing and a
+// func that returns once n schedules have run and had their keys released.
+var releasing = map[string]func(n int) (queue, func()){
+	// Ours calls its failure hook after it released the key, so the work
+	// fails, for good (success releases the same memory but calls nothing
+	// after).
+	"taintkit": func(n int) (queue, func()) {
+		done := countdown(n)
+		q, err := timedqueue.New(func(context.Context, string) error { return errFired },
+			timedqueue.WithLogger(logr.Discard()),
+			timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 1}),
+			timedqueue.WithFailureHook(func(timedqueue.TimedWorker[string], error) { done.tick() }))
+		if err != nil {
+			panic(err)
+		}
+		return &ours{q, getItems()}, done.wait
+	},
+	// Upstream logs "Worker finished, removing" at V(4), holding its lock,
+	// just before it deletes the key: once n are logged, taking that lock
+	// waits for the last delete.
+	"upstream": func(n int) (queue, func()) {
+		done := countdown(n)
+		t := newTheirs(func(string, time.Time) {}).(*theirs)
+		t.ctx = klog.NewContext(context.Background(), logr.New(finishedSink{done.tick}))
+		return t, func() { done.wait(); t.q.Lock(); t.q.Unlock() } //nolint:staticcheck // an empty critical section: a barrier
+	},
+}
+
+var errFired = timedqueue.Permanent(errors.New("fired"))
+
+// counter closes its channel at the n-th tick.
+type counter struct {
+	n    int64
+	seen *atomic.Int64
+	ch   chan struct{}
+}
+
+func countdown(n int) counter {
+	return counter{int64(n), new(atomic.Int64), make(chan struct{})}
+}
+
+func (c counter) tick() {
+	if c.seen.Add(1) == c.n {
+		close(c.ch)
+	}
+}
+
+func (c counter) wait() { <-c.ch }
+
+// finishedSink is a logr sink that calls finished for each "Worker
+// finished, removing" of upstream's queue, and drops everything else.
+type finishedSink struct{ finished func() }
+
+func (finishedSink) Init(logr.RuntimeInfo)  {}
+func (finishedSink) Enabled(level int) bool { return level <= 4 }
+func (s finishedSink) Info(_ int, msg string, _ ...any) {
+	if msg == "Worker finished, removing" {
+		s.finished()
+	}
+}
+func (finishedSink) Error(error, string, ...any)      {}
+func (s finishedSink) WithValues(...any) logr.LogSink { return s }
+func (s finishedSink) WithName(string) logr.LogSink   { return s }
 
 func noWork(string, time.Time) {}
 
@@ -200,10 +259,8 @@ func BenchmarkMemoryAfterFire(b *testing.B) {
 		b.Run(fmt.Sprintf("impl=%s/items=%d", impl.name, n), func(b *testing.B) {
 			var fired float64
 			for b.Loop() {
-				var done sync.WaitGroup
-				done.Add(n)
 				before := heapAlloc()
-				q := impl.make(func(string, time.Time) { done.Done() })
+				q, released := releasing[impl.name](n)
 				// Every item is due at once, after the adds: a mass firing of
 				// n pending items.
 				now := time.Now()
@@ -211,10 +268,7 @@ func BenchmarkMemoryAfterFire(b *testing.B) {
 				for i := range n {
 					q.add(i, now, at)
 				}
-				done.Wait()
-				for q.len() > 0 {
-					time.Sleep(time.Millisecond)
-				}
+				released()
 				fired = perItem(before, heapAlloc(), n)
 				q.close()
 				runtime.KeepAlive(q)
