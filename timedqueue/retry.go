@@ -55,6 +55,19 @@ func (p RetryPolicy) normalize() (RetryPolicy, error) {
 	return p, nil
 }
 
+// Backoff returns the wait p puts after the n-th failed attempt (n ≥ 1;
+// smaller n count as 1), its zero fields taking the defaults:
+// InitialBackoff·2^(n-1), capped at MaxBackoff. It is for work that keeps a
+// count of its own and waits with [RetryAt], in step with the queue's
+// retries. An invalid p (one [New] refuses) waits as the default policy.
+func (p RetryPolicy) Backoff(n int) time.Duration {
+	q, err := p.normalize()
+	if err != nil {
+		q, _ = RetryPolicy{}.normalize()
+	}
+	return q.backoff(max(n, 1))
+}
+
 // backoff returns the wait after the failed-th failed attempt (failed ≥ 1).
 // p must be normalized.
 func (p RetryPolicy) backoff(failed int) time.Duration {

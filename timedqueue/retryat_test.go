@@ -219,3 +219,18 @@ func TestAttemptNumberFollowsStartOrder(t *testing.T) {
 		require.NoError(t, q.Shutdown(context.Background()))
 	})
 }
+
+func TestRetryPolicyBackoff(t *testing.T) {
+	var zero timedqueue.RetryPolicy
+	assert.Equal(t, time.Second, zero.Backoff(0), "n below 1 counts as 1")
+	assert.Equal(t, time.Second, zero.Backoff(1))
+	assert.Equal(t, 4*time.Second, zero.Backoff(3))
+	assert.Equal(t, time.Minute, zero.Backoff(40), "capped at the default MaxBackoff, without overflow")
+	p := timedqueue.RetryPolicy{InitialBackoff: 300 * time.Millisecond, MaxBackoff: time.Second}
+	assert.Equal(t, []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, time.Second, time.Second},
+		[]time.Duration{p.Backoff(1), p.Backoff(2), p.Backoff(3), p.Backoff(4)})
+	only := timedqueue.RetryPolicy{MaxBackoff: 100 * time.Millisecond}
+	assert.Equal(t, 100*time.Millisecond, only.Backoff(1), "a MaxBackoff alone caps every wait")
+	bad := timedqueue.RetryPolicy{InitialBackoff: -time.Second}
+	assert.Equal(t, zero.Backoff(2), bad.Backoff(2), "an invalid policy waits as the default")
+}

@@ -221,16 +221,6 @@ func (b *budgets) holds(key types.NamespacedName) bool {
 	return b.holders[key] != nil
 }
 
-// waiting returns the number of evictions waiting for a token.
-func (b *budgets) waiting() int {
-	if b == nil {
-		return 0
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.holders)
-}
-
 func (b *budgets) bucketLocked(ns string) *bucket {
 	if !b.perNS {
 		ns = ""

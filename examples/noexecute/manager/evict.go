@@ -245,7 +245,7 @@ func (m *Manager) evictThroughAPI(ctx context.Context, key types.NamespacedName,
 			key, now.Sub(deadline).Round(time.Millisecond), deadline.Format(time.RFC3339))
 		return time.Time{}, true, nil
 	}
-	retryAt = now.Add(m.refusalBackoff(refusals))
+	retryAt = now.Add(m.cfg.EvictionRetry.Backoff(refusals))
 	if after > 0 && retryAt.After(hard) {
 		retryAt = hard // the fallback is not late for a long backoff
 	}
@@ -260,22 +260,6 @@ func (m *Manager) evictThroughAPI(ctx context.Context, key types.NamespacedName,
 		m.event(key, pod.UID, v1.EventTypeWarning, "Eviction of Pod %s refused by a disruption budget; retrying, %s", key, fb)
 	}
 	return retryAt, false, err
-}
-
-// refusalBackoff returns the wait after the n-th refusal: EvictionRetry's
-// backoff, doubling from InitialBackoff up to MaxBackoff.
-func (m *Manager) refusalBackoff(n int) time.Duration {
-	d, limit := m.cfg.EvictionRetry.InitialBackoff, m.cfg.EvictionRetry.MaxBackoff
-	if d <= 0 {
-		d = timedqueue.DefaultInitialBackoff
-	}
-	if limit <= 0 {
-		limit = max(timedqueue.DefaultMaxBackoff, d)
-	}
-	for i := 1; i < n && d < limit; i++ {
-		d *= 2
-	}
-	return min(d, limit)
 }
 
 // wouldDelete is a dry run's deletion: an event and a count, once per pod UID.
