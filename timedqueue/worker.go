@@ -401,6 +401,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 	if i >= 0 {
 		e = s.at(i)
 	}
+	ra := retryAtOf(err)
 	switch {
 	case e == nil || e.state != stateRunning || e.seq != a.seq:
 		// Withdrawn: the schedule was cancelled while this attempt ran. Never
@@ -410,13 +411,13 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		if e != nil && e.state == stateBlocked {
 			s.push(i)
 		}
-		if err != nil && retryAtOf(err) == nil {
+		if err != nil && ra == nil {
 			o.kind, o.err = outcomeWithdrawnFailed, err
 		}
 	case err == nil:
 		s.idx.deleteAt(pos)
 		s.release(i)
-	case retryAtOf(err) != nil:
+	case ra != nil:
 		// Not a failure: no attempt is counted and no hook is called.
 		if q.closed {
 			s.idx.deleteAt(pos)
@@ -426,7 +427,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 			break
 		}
 		e.deferred = true
-		at := instantOf(retryAtOf(err).at)
+		at := instantOf(ra.at)
 		if at.before(now.at) {
 			at = now.at
 		}
