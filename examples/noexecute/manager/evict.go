@@ -31,16 +31,16 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 			m.status.forget(key)
 			return
 		}
-		switch w, found := m.evictions.GetWorker(key); {
+		switch _, found := m.evictions.GetWorker(key); {
 		case !found:
 			// Withdrawn by a cancel while it ran: nothing follows it.
 			m.budgets.release(key, m.clock.Now())
 			m.status.forget(key)
-		case !w.Running:
-			// Withdrawn, and a handler scheduled anew: the new schedule
-			// keeps the key's place in the budget's line, not its errors.
-			m.status.forget(key)
 		case !errors.Is(err, errWaitingForBudget):
+			// Retried, or withdrawn by a handler that scheduled anew (a
+			// decision repeated while this attempt ran): the new schedule
+			// keeps the key's place in the budget's line, its refusals (so
+			// their backoff goes on) and this error, the latest.
 			m.status.failed(key, err, false)
 		}
 	}()
