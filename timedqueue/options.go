@@ -73,30 +73,23 @@ func WithAttemptTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) { o.attemptTimeout = d })
 }
 
-// FailureFunc gets a schedule that finally failed (last attempt, [Permanent],
-// or after Shutdown) as it ended, and its last error.
-type FailureFunc[K comparable] func(w TimedWorker[K], err error)
-
-// WithFailureHook sets a function called for each schedule that finally
-// fails, after its key is freed.
+// WithFailureHook sets the queue's failure hook, as
+// [TimedWorkerQueue.SetFailureHook] does. New returns an error if f is not a
+// FailureFunc of the queue's key type.
+//
+// Deprecated: use [TimedWorkerQueue.SetFailureHook], which the compiler
+// checks: a hook for another key type does not compile there, and nil does.
 func WithFailureHook[K comparable](f FailureFunc[K]) Option {
 	return optionFunc(func(o *options) { o.failureHook = f })
 }
 
-// RetryFunc gets a schedule whose attempt failed with err and will be retried
-// at w.NextAttempt.
-type RetryFunc[K comparable] func(w TimedWorker[K], err error)
-
-// WithRetryHook sets a function called for each failed attempt once its retry
-// is armed: a clock step to w.NextAttempt starts it, even during the hook.
+// WithRetryHook sets the queue's retry hook, as
+// [TimedWorkerQueue.SetRetryHook] does. New returns an error if f is not a
+// RetryFunc of the queue's key type.
+//
+// Deprecated: use [TimedWorkerQueue.SetRetryHook], which the compiler checks.
 func WithRetryHook[K comparable](f RetryFunc[K]) Option {
 	return optionFunc(func(o *options) { o.retryHook = f })
-}
-
-// hooks holds a queue's hooks, nil if not set.
-type hooks[K comparable] struct {
-	failure FailureFunc[K]
-	retry   RetryFunc[K]
 }
 
 func buildOptions[K comparable](opts []Option) (options, hooks[K], error) {

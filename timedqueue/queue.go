@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -48,7 +49,9 @@ type TimedWorkerQueue[K comparable] struct {
 	retry   RetryPolicy
 	timeout time.Duration
 	log     logr.Logger
-	hooks   hooks[K]
+	hooks   atomic.Pointer[hooks[K]] // replaced whole by the Set*Hook methods
+	hooksMu sync.Mutex               // serialises those replacements
+	turn    turns                    // the admit func's turns
 	m       metrics
 	// checkKeys: K holds interfaces, so a key may hold a value that is not
 	// comparable (a slice, a map, a func); such a key would make the index's
@@ -68,6 +71,7 @@ type TimedWorkerQueue[K comparable] struct {
 	withdrawn   map[K]struct{} // keys with a withdrawn attempt in flight
 	active      int            // attempts in flight, withdrawn included; = busy worker goroutines
 	attempts    uint64         // attempts started so far: the last AttemptNumber
+	tickets     uint64         // admit tickets handed out so far (see turns)
 	timer       clock.Timer    // the queue's only timer
 	armedAt     int64          // Unix ns the timer is armed for; math.MinInt64 if saturated; never if stopped
 	armedFor    instant        // the time the timer is armed for, at full precision
@@ -97,7 +101,6 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		retry:       o.retry,
 		timeout:     o.attemptTimeout,
 		log:         o.logger,
-		hooks:       hooks,
 		m:           newMetrics(o.metrics, o.name),
 		stop:        make(chan struct{}),
 		idle:        make(chan struct{}, 1),
@@ -109,6 +112,9 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		checkKeys:   holdsInterface(reflect.TypeFor[K]()),
 		realClock:   isRealClock(o.clock),
 	}
+	q.hooks.Store(&hooks)
+	q.turn.cond.L = &q.turn.mu
+	q.turn.next = 1
 	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
 	// One timer for the queue's whole life, created stopped. It is re-armed
 	// with Stop, a drain and Reset, never with Reset alone: a FakeClock does not

@@ -35,12 +35,16 @@ type attempt[K comparable] struct {
 	cancel   context.CancelCauseFunc // nil without an attempt timeout
 	deadline instant                 // with an attempt timeout
 	tpos     int                     // index in q.timed, -1 if not there
+	ticket   uint64                  // the admit func's turn, 0 if none was set when it began
+	admit    AdmitFunc[K]            // with ticket
+	fireAt   time.Time               // with ticket: the schedule's, for admit
 }
 
 // outcome is what the end of an attempt needs to report once the lock is released.
 type outcome[K comparable] struct {
 	key  K // of the attempt: the worker may reuse the attempt for its next one
 	kind int
+	hook func(TimedWorker[K], error) // to call for outcomeRetry or outcomeFinal, if set
 	w    TimedWorker[K] // the schedule when it ended
 	err  error
 	wait time.Duration
@@ -209,6 +213,10 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now reading, a *attempt[K]) *
 	if a.first {
 		a.late = now.at.secondsSince(q.s.fireInstant(i))
 	}
+	if admit := q.hooks.Load().admit; admit != nil {
+		q.tickets++
+		a.ticket, a.admit, a.fireAt = q.tickets, admit, q.s.fireAt(i)
+	}
 	// Each attempt gets a ctx of its own, even without a timeout: it tells
 	// Shutdown which attempt its caller belongs to (see workCtx).
 	a.wc = q.newWorkCtxLocked()
@@ -354,8 +362,18 @@ func (q *TimedWorkerQueue[K]) hookThenRelease(a *attempt[K], o *outcome[K]) *att
 
 // run calls the work func for a, recovering a panic into a *PanicError.
 func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
+	admitted, retryAt := true, time.Time{}
+	if a.ticket != 0 {
+		retryAt, admitted = q.admitted(a)
+	}
 	if a.first {
 		q.m.lateness.Observe(a.late)
+	}
+	if !admitted {
+		if a.cancel != nil {
+			a.cancel(context.Canceled)
+		}
+		return RetryAt(retryAt, errNotAdmitted)
 	}
 	var start time.Time
 	if q.m.timeWork {
@@ -377,6 +395,22 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 	return q.work(a.ctx, a.key)
 }
 
+// admitted asks a's admit func, in a's turn, whether a may start; if not, it
+// returns when to ask again.
+func (q *TimedWorkerQueue[K]) admitted(a *attempt[K]) (retryAt time.Time, ok bool) {
+	q.turn.wait(a.ticket)
+	defer q.turn.pass() // also if admit panics or calls runtime.Goexit
+	defer func() {
+		if r := recover(); r != nil {
+			q.log.Error(fmt.Errorf("%v", r), "Admit func panicked; starting the attempt", "key", a.key, "stack", string(debug.Stack()))
+			retryAt, ok = time.Time{}, true
+		}
+	}()
+	now := q.clock.Now()
+	retryAt = a.admit(a.key, a.fireAt, now)
+	return retryAt, !retryAt.After(now)
+}
+
 // settle records the end of attempt a with error err. It returns the next
 // attempt this worker should run, unless o needs a hook (wait is true): then
 // the worker keeps its slot until it has called the hook and
@@ -384,6 +418,7 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (next *attempt[K], wait bool) {
 	var d delta
 	o.key = a.key
+	h := q.hooks.Load()
 	// Read outside the lock, to keep the critical section short: the 64
 	// workers of a burst wake in cohorts and queue on the mutex. A reading
 	// taken a little early is still a valid now: the retry time is counted
@@ -444,13 +479,13 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 			s.push(i)
 			d.pending++
 			d.retries++
-			if q.hooks.retry != nil {
+			if o.hook = h.retry; o.hook != nil {
 				o.w = q.snapshotLocked(i)
 			} else {
 				o.w.Attempts = int(e.attempts) // for the log
 			}
 		} else {
-			o.kind, o.err = outcomeFinal, err
+			o.kind, o.err, o.hook = outcomeFinal, err, h.failure
 			o.w = q.snapshotLocked(i)
 			o.w.Running = false
 			s.idx.deleteAt(pos)
@@ -459,7 +494,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		}
 	}
 	s.shrink() // no slot number is used below
-	if o.kind == outcomeFinal && q.hooks.failure != nil || o.kind == outcomeRetry && q.hooks.retry != nil {
+	if o.hook != nil {
 		q.hooking++
 		q.notifyLocked() // Shutdown does not wait for a worker in a hook
 		if o.kind == outcomeRetry {
@@ -525,9 +560,5 @@ func (q *TimedWorkerQueue[K]) callHook(o *outcome[K]) {
 			q.log.Error(fmt.Errorf("%v", r), "Hook panicked", "key", o.w.Key, "stack", string(debug.Stack()))
 		}
 	}()
-	if o.kind == outcomeRetry {
-		q.hooks.retry(o.w, o.err)
-	} else {
-		q.hooks.failure(o.w, o.err)
-	}
+	o.hook(o.w, o.err)
 }

@@ -1,0 +1,208 @@
+package timedqueue_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/taintkit/taintkit/timedqueue"
+)
+
+// The admit func is asked in start order, which for work due together is
+// FireAt order, one call at a time, though the attempts run on many workers:
+// a token handed out by it goes in that order.
+func TestAdmitFuncIsAskedInStartOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		var mu sync.Mutex
+		var asked []time.Duration
+		inside := 0
+		q, err := timedqueue.New(func(context.Context, time.Duration) error { return nil },
+			timedqueue.WithClock(clk), timedqueue.WithMaxConcurrency(8))
+		require.NoError(t, err)
+		q.SetAdmitFunc(func(key time.Duration, fireAt, now time.Time) time.Time {
+			mu.Lock()
+			inside++
+			assert.Equal(t, 1, inside, "one call at a time")
+			asked = append(asked, key)
+			mu.Unlock()
+			runtime.Gosched() // give another worker the chance to overtake
+			mu.Lock()
+			inside--
+			mu.Unlock()
+			assert.True(t, fireAt.Equal(t0.Add(key)), "the schedule's FireAt")
+			return time.Time{}
+		})
+		const n = 200
+		for i := range n {
+			// Scheduled in reverse: the order must follow FireAt, not this.
+			key := time.Duration(n-i) * time.Millisecond
+			require.True(t, q.AddWork(key, t0, t0.Add(key)))
+		}
+		clk.Step(time.Second) // all due at once
+		synctest.Wait()
+		require.Len(t, asked, n)
+		for i, key := range asked {
+			require.Equal(t, time.Duration(i+1)*time.Millisecond, key, "call %d", i)
+		}
+		assert.Equal(t, 0, q.Len(), "every one admitted and run")
+		require.NoError(t, q.Shutdown(context.Background()))
+	})
+}
+
+// A refusal is not an attempt: the schedule waits until the time the admit
+// func gave, holding no slot, with no attempt counted and no hook called;
+// then it asks again.
+func TestAdmitRefusalWaitsWithoutFailing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		ran := make(chan string, 10)
+		q, err := timedqueue.New(func(_ context.Context, key string) error {
+			ran <- key
+			return nil
+		}, timedqueue.WithClock(clk), timedqueue.WithMaxConcurrency(1),
+			timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 1}))
+		require.NoError(t, err)
+		hooks := 0
+		q.SetRetryHook(func(timedqueue.TimedWorker[string], error) { hooks++ })
+		q.SetFailureHook(func(timedqueue.TimedWorker[string], error) { hooks++ })
+		refusals := 0
+		q.SetAdmitFunc(func(key string, _, now time.Time) time.Time {
+			if key == "slow" && refusals < 3 {
+				refusals++
+				return now.Add(10 * time.Second)
+			}
+			return time.Time{}
+		})
+		require.True(t, q.AddWork("slow", t0, t0))
+		require.True(t, q.AddWork("other", t0, t0.Add(time.Second)))
+		synctest.Wait()
+		w, ok := q.GetWorker("slow")
+		require.True(t, ok)
+		assert.Equal(t, 0, w.Attempts, "a refusal is not a failed attempt")
+		assert.False(t, w.Running)
+		assert.True(t, w.NextAttempt.Equal(t0.Add(10*time.Second)), "NextAttempt %v", w.NextAttempt)
+		assert.True(t, w.FireAt.Equal(t0))
+
+		clk.Step(time.Second)
+		synctest.Wait()
+		assert.Equal(t, "other", <-ran, "the waiting one holds no slot (MaxConcurrency 1)")
+
+		clk.Step(9*time.Second - time.Nanosecond)
+		synctest.Wait()
+		assert.Empty(t, ran, "never before the time the admit func gave")
+		for range 3 {
+			clk.Step(10 * time.Second)
+			synctest.Wait()
+		}
+		assert.Equal(t, "slow", <-ran)
+		assert.Equal(t, 3, refusals)
+		assert.Equal(t, 0, hooks, "no retry or failure hook for a refusal")
+		require.NoError(t, q.Shutdown(context.Background()))
+	})
+}
+
+// An admit func that panics or calls runtime.Goexit stops nothing: a panic
+// admits the attempt, a Goexit fails it (retried as any failure), and the
+// attempts after it are asked in turn.
+func TestAdmitFuncPanicAndGoexit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		var mu sync.Mutex
+		ran := map[string]int{}
+		q, err := timedqueue.New(func(_ context.Context, key string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			ran[key]++
+			return nil
+		}, timedqueue.WithClock(clk), timedqueue.WithMaxConcurrency(4), timedqueue.WithLogger(logr.Discard()),
+			timedqueue.WithRetry(timedqueue.RetryPolicy{InitialBackoff: time.Second}))
+		require.NoError(t, err)
+		var failed []error
+		q.SetRetryHook(func(w timedqueue.TimedWorker[string], err error) { failed = append(failed, err) })
+		first := map[string]bool{}
+		q.SetAdmitFunc(func(key string, _, _ time.Time) time.Time {
+			if !first[key] {
+				first[key] = true
+				switch key {
+				case "panics":
+					panic("admit panicked")
+				case "goexits":
+					runtime.Goexit()
+				}
+			}
+			return time.Time{}
+		})
+		for _, k := range []string{"panics", "goexits", "a", "b", "c"} {
+			require.True(t, q.AddWork(k, t0, t0))
+		}
+		synctest.Wait()
+		mu.Lock()
+		assert.Equal(t, map[string]int{"panics": 1, "a": 1, "b": 1, "c": 1}, ran, "a panic admits; a Goexit fails that attempt only")
+		mu.Unlock()
+		require.Len(t, failed, 1)
+		clk.Step(time.Second)
+		synctest.Wait()
+		mu.Lock()
+		assert.Equal(t, 1, ran["goexits"], "retried after its backoff")
+		mu.Unlock()
+		require.NoError(t, q.Shutdown(context.Background()))
+	})
+}
+
+// The admit func may call the queue's methods, and a nil hook removes it.
+func TestAdmitFuncMayCallTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		done := make(chan string, 2)
+		var q *timedqueue.TimedWorkerQueue[string]
+		q, err := timedqueue.New(func(_ context.Context, key string) error {
+			done <- key
+			return nil
+		}, timedqueue.WithClock(clk))
+		require.NoError(t, err)
+		q.SetAdmitFunc(func(key string, _, now time.Time) time.Time {
+			w, ok := q.GetWorker(key)
+			assert.True(t, ok && w.Running, "the asking attempt is running")
+			q.CancelWork("victim")
+			return now.Add(time.Hour)
+		})
+		require.True(t, q.AddWork("victim", t0, t0.Add(time.Minute)))
+		require.True(t, q.AddWork("a", t0, t0))
+		synctest.Wait()
+		assert.Equal(t, 1, q.Len(), "a waits; victim was cancelled by the admit func")
+		q.SetAdmitFunc(nil)
+		clk.Step(time.Hour)
+		synctest.Wait()
+		assert.Equal(t, "a", <-done)
+		require.NoError(t, q.Shutdown(context.Background()))
+	})
+}
+
+// Shutdown drops a schedule that waits for the admit func, as any other
+// waiting schedule, and Shutdown returns.
+func TestAdmitWaitDroppedAtShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		q, err := timedqueue.New(func(context.Context, string) error {
+			return errors.New("must not run")
+		}, timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()))
+		require.NoError(t, err)
+		q.SetAdmitFunc(func(_ string, _, now time.Time) time.Time { return now.Add(time.Minute) })
+		require.True(t, q.AddWork("a", t0, t0))
+		synctest.Wait()
+		require.NoError(t, q.Shutdown(context.Background()))
+		assert.Equal(t, 0, q.Len())
+		clk.Step(time.Hour)
+		synctest.Wait()
+	})
+}
