@@ -70,7 +70,6 @@ type TimedWorkerQueue[K comparable] struct {
 	s           *store[K]
 	withdrawn   map[K]struct{} // keys with a withdrawn attempt in flight
 	active      int            // attempts in flight, withdrawn included; = busy worker goroutines
-	attempts    uint64         // attempts started so far: the last AttemptNumber
 	tickets     uint64         // admit tickets handed out so far (see turns)
 	timer       clock.Timer    // the queue's only timer
 	armedAt     int64          // Unix ns the timer is armed for; math.MinInt64 if saturated; never if stopped

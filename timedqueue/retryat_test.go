@@ -3,7 +3,6 @@ package timedqueue_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"sync"
 	"testing"
@@ -177,45 +176,6 @@ func TestAppendWorkersListsEveryLiveSchedule(t *testing.T) {
 		// It appends.
 		assert.Len(t, q.AppendWorkers(make([]timedqueue.TimedWorker[string], 2)), 5)
 		close(gate)
-		require.NoError(t, q.Shutdown(context.Background()))
-	})
-}
-
-// Attempts are numbered in the order they start, which for attempts due
-// together is FireAt order, though they run concurrently.
-func TestAttemptNumberFollowsStartOrder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		clk := testingclock.NewFakeClock(t0)
-		var mu sync.Mutex
-		byNumber := map[uint64]time.Duration{}
-		q, err := timedqueue.New(func(ctx context.Context, key time.Duration) error {
-			n, ok := timedqueue.AttemptNumber(ctx)
-			if !ok {
-				return errors.New("no attempt number")
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if _, dup := byNumber[n]; dup {
-				return fmt.Errorf("number %d given twice", n)
-			}
-			byNumber[n] = key
-			return nil
-		}, timedqueue.WithClock(clk), timedqueue.WithMaxConcurrency(8))
-		require.NoError(t, err)
-		const n = 200
-		for i := range n {
-			// Scheduled in reverse: start order must follow FireAt, not this.
-			key := time.Duration(n-i) * time.Millisecond
-			require.True(t, q.AddWork(key, t0, t0.Add(key)))
-		}
-		clk.Step(time.Second) // all due at once
-		synctest.Wait()
-		require.Len(t, byNumber, n)
-		for i := uint64(1); i <= n; i++ {
-			require.Equal(t, time.Duration(i)*time.Millisecond, byNumber[i], "attempt %d", i)
-		}
-		_, ok := timedqueue.AttemptNumber(context.Background())
-		assert.False(t, ok)
 		require.NoError(t, q.Shutdown(context.Background()))
 	})
 }

@@ -25,25 +25,8 @@ type workCtx[K comparable] struct {
 	context.Context
 	q *TimedWorkerQueue[K]
 	// Guarded by q.mu.
-	running   bool   // the work func has not returned
-	shutdowns int32  // Shutdown calls in progress with this ctx
-	number    uint64 // see AttemptNumber; set at the start, then read-only
-}
-
-func (c *workCtx[K]) attemptNumber() uint64 { return c.number }
-
-// AttemptNumber returns the number of the attempt whose work func was given
-// ctx (or a ctx derived from it), and true; 0 and false for any other ctx.
-// A queue numbers its attempts 1, 2, 3, … in the order it starts them, which
-// is NextAttempt order for attempts that were due together: a work func can
-// use it to hand something out in that order (a token of a rate limit, say)
-// even though attempts started together run concurrently and reach it in any
-// order. Every attempt is numbered, retries and withdrawn ones included.
-func AttemptNumber(ctx context.Context) (uint64, bool) {
-	if c, ok := ctx.Value(workCtxKey{}).(interface{ attemptNumber() uint64 }); ok {
-		return c.attemptNumber(), true
-	}
-	return 0, false
+	running   bool  // the work func has not returned
+	shutdowns int32 // Shutdown calls in progress with this ctx
 }
 
 func (c *workCtx[K]) Value(key any) any {
@@ -65,8 +48,7 @@ func (q *TimedWorkerQueue[K]) newWorkCtxLocked() *workCtx[K] {
 	}
 	c := &q.ctxs[0]
 	q.ctxs = q.ctxs[1:]
-	q.attempts++
-	*c = workCtx[K]{Context: q.baseCtx, q: q, running: true, number: q.attempts}
+	*c = workCtx[K]{Context: q.baseCtx, q: q, running: true}
 	return c
 }
 

@@ -45,7 +45,7 @@ type outcome[K comparable] struct {
 	key  K // of the attempt: the worker may reuse the attempt for its next one
 	kind int
 	hook func(TimedWorker[K], error) // to call for outcomeRetry or outcomeFinal, if set
-	w    TimedWorker[K] // the schedule when it ended
+	w    TimedWorker[K]              // the schedule when it ended
 	err  error
 	wait time.Duration
 }

@@ -1,7 +1,9 @@
 package manager
 
 import (
-	"sort"
+	"cmp"
+	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,207 +12,204 @@ import (
 )
 
 // budgets is the eviction budget: a token bucket per namespace, or one for
-// all, on the manager's clock. A due eviction takes a token before it writes
-// anything; without one it waits in the eviction queue (timedqueue.RetryAt),
-// holding no eviction slot, until the time of the token reserved for it.
+// all, on the manager's clock. It is the eviction queue's admit func
+// (timedqueue.SetAdmitFunc): every eviction attempt asks it for a token before
+// it runs, and one it refuses waits in the queue, holding no eviction slot,
+// until the time it is told, then asks again.
 //
-// Tokens go in deadline order within a bucket. Evictions start in the queue's
-// NextAttempt order, which is deadline order, but attempts that start
-// together run concurrently and would reach the bucket in any order: so they
-// ask in the order they started (timedqueue.AttemptNumber), each waiting
-// for the attempts started before it to ask or to end (a short wait: the
-// lister reads and the decision, no API call). An eviction that finds no token
-// reserves the next one (rate.Limiter.ReserveN with explicit times);
-// reservations are kept as slots sorted by time. A new reservation with an
-// earlier deadline than waiting ones (a pod decided late, whose deadline has
-// long passed) moves ahead of every later-deadline one whose slot has not come
-// yet, taking its slot (the times stay where they are; the holders change
-// places). A holder moved later finds, when it wakes at its old time, that its
-// slot is later and waits again. None is lost: a slot is removed only when its holder takes it
-// or is released (its eviction ended another way); and none starves: slots are
-// handed out in time order and a newcomer only ever overtakes later deadlines.
+// The promise: no more evictions start than the bucket allows in any window
+// (burst + rate × length), tokens go in deadline order within a bucket, none
+// is lost, none starves, and nothing waits that Shutdown cannot drop.
 //
-// Memory: a slot per waiting eviction, and a bucket per namespace with
+// The order is decided when a token is granted, from the line of evictions
+// that wait for one (sorted by deadline): an eviction may take a token only if
+// every eviction ahead of it in its line is due to ask now, and enough tokens
+// are left for them all; otherwise it joins the line at its deadline and is
+// told to come back once those ahead of it have been told to, and when, at
+// the bucket's rate, enough tokens will have come for them and itself. A
+// late-decided earlier deadline thus goes ahead of later ones, which find,
+// when they come back, that they must wait longer. The queue asks in the order
+// attempts start, one call at a time, which for evictions due together is
+// deadline order: evictions that start together take the burst in deadline
+// order too, whatever order their workers run in.
+//
+// Tokens are taken from the bucket only when granted, at the instant the
+// eviction starts: the bound holds however late an eviction comes for its
+// token (a slow delete holding every slot), and an eviction that moves (its
+// deadline rescheduled) keeps nothing. A granted token is not given back if
+// the eviction then finds nothing to do (the pod gone meanwhile): that costs
+// throughput, never the bound.
+//
+// A place in a line is only an estimate of order, and nothing depends on its
+// holder coming back: one that does not (its eviction cancelled without a
+// release, or moved) is dropped when it reaches the front of its line and
+// its time has passed, once the queue says its schedule no longer waits for
+// it. Until then it delays those behind it by at most one token each.
+//
+// Memory: an entry per waiting eviction, and a bucket per namespace with
 // waiting evictions or a bucket not yet full again; an idle, full bucket is
-// dropped, and the map of holders is rebuilt when it shrinks to a quarter of
-// its peak.
+// dropped, and the map of waiting evictions is rebuilt when it shrinks to a
+// quarter of its peak.
 type budgets struct {
 	limit rate.Limit
 	burst int
 	perNS bool
+	// waits reports whether the eviction of key still waits in the queue for
+	// the time wake it was given: its schedule exists, is not running, and
+	// its next attempt is at wake.
+	waits func(key types.NamespacedName, wake time.Time) bool
 
-	mu          sync.Mutex
-	buckets     map[string]*bucket
-	holders     map[types.NamespacedName]*slot
-	holdersPeak int // for rebuildIfShrunk: a mass wait's map must not stay
-
-	turn turns
-}
-
-// turns lets attempts ask for tokens in the order they started: the attempt
-// numbered n may ask once every attempt numbered below n has asked or ended.
-// Every attempt passes its number exactly once.
-type turns struct {
-	mu     sync.Mutex
-	cond   sync.Cond
-	next   uint64              // the lowest number not passed yet
-	passed map[uint64]struct{} // numbers above next already passed
-}
-
-// wait blocks until every attempt numbered below n has passed.
-func (t *turns) wait(n uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for t.next < n {
-		t.cond.Wait()
-	}
-}
-
-// pass records that attempt n has asked or ended. Passing a number twice, or
-// 0 (no number), does nothing.
-func (t *turns) pass(n uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if n < t.next {
-		return
-	}
-	if n > t.next {
-		t.passed[n] = struct{}{}
-		return
-	}
-	t.next++
-	for {
-		if _, ok := t.passed[t.next]; !ok {
-			break
-		}
-		delete(t.passed, t.next)
-		t.next++
-	}
-	t.cond.Broadcast()
+	mu         sync.Mutex
+	buckets    map[string]*bucket
+	waiting    map[types.NamespacedName]*waiter
+	waitingMax int // for rebuildIfShrunk: a mass wait's map must not stay
 }
 
 type bucket struct {
-	lim   *rate.Limiter
-	slots []*slot // sorted by at
+	lim  *rate.Limiter
+	line []*waiter // sorted by (deadline, namespace, name)
+	// latest is the latest wake in line, if !stale; a waiter with that wake
+	// left since it was computed if stale.
+	latest time.Time
+	stale  bool
 }
 
-// slot is a reserved token: at is its time, res the limiter's reservation;
-// key, deadline and since are its current holder's.
-type slot struct {
-	at       time.Time
-	res      *rate.Reservation
+// waiter is an eviction waiting for a token.
+type waiter struct {
 	key      types.NamespacedName
 	deadline time.Time
-	since    time.Time // when the holder first waited
+	wake     time.Time // when it was told to come back
+	since    time.Time // when it first waited
 	b        *bucket
 }
 
 // newBudgets returns the budgets of r evictions per second with bursts of
 // burst, or nil (no limit) if r is 0.
-func newBudgets(r float64, burst int, perNamespace bool) *budgets {
+func newBudgets(r float64, burst int, perNamespace bool, waits func(types.NamespacedName, time.Time) bool) *budgets {
 	if r == 0 {
 		return nil
 	}
-	b := &budgets{
+	return &budgets{
 		limit:   rate.Limit(r),
 		burst:   max(burst, 1),
 		perNS:   perNamespace,
+		waits:   waits,
 		buckets: make(map[string]*bucket),
-		holders: make(map[types.NamespacedName]*slot),
-		turn:    turns{next: 1, passed: make(map[uint64]struct{})},
+		waiting: make(map[types.NamespacedName]*waiter),
 	}
-	b.turn.cond.L = &b.turn.mu
-	return b
 }
 
-// inTurn waits for the turn of attempt n, then calls take; see take. A nil
-// *budgets always says ok at once.
-func (b *budgets) inTurn(n uint64, key types.NamespacedName, deadline time.Time, now func() time.Time) (ok bool, waited time.Duration, until time.Time, first bool) {
+// grant is the outcome of asking for a token.
+type grant struct {
+	ok     bool
+	waited time.Duration // with ok: since the eviction first waited, 0 if it did not
+	until  time.Time     // without ok: when to ask again
+	first  bool          // without ok: the eviction's first wait
+}
+
+// take asks for a token for the eviction of key, due at deadline. A nil
+// *budgets always grants.
+func (b *budgets) take(key types.NamespacedName, deadline, now time.Time) grant {
 	if b == nil {
-		return true, 0, time.Time{}, false
-	}
-	b.turn.wait(n)
-	defer b.turn.pass(n)
-	return b.take(key, deadline, now())
-}
-
-// done passes attempt n's turn if it ends without asking for a token.
-func (b *budgets) done(n uint64) {
-	if b != nil {
-		b.turn.pass(n)
-	}
-}
-
-// take asks for a token for the eviction of key, due at deadline. It returns
-// ok if the eviction may go now, with how long it waited (0 if it did not);
-// otherwise the time to ask again, and whether this is the first time it
-// waits. A nil *budgets always says ok.
-func (b *budgets) take(key types.NamespacedName, deadline, now time.Time) (ok bool, waited time.Duration, until time.Time, first bool) {
-	if b == nil {
-		return true, 0, time.Time{}, false
+		return grant{ok: true}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if s := b.holders[key]; s != nil {
-		if s.at.After(now) {
-			return false, 0, s.at, false
-		}
-		b.removeLocked(s)
-		b.tidyLocked(s.b, key.Namespace, now)
-		return true, now.Sub(s.since), time.Time{}, false
-	}
 	bk := b.bucketLocked(key.Namespace)
-	r := bk.lim.ReserveN(now, 1)
-	at := now.Add(r.DelayFrom(now))
-	if !at.After(now) {
-		return true, 0, time.Time{}, false
+	since, first := now, true
+	if w := b.waiting[key]; w != nil {
+		since, first = w.since, false
+		b.leaveLocked(w)
 	}
-	s := &slot{at: at, res: r, key: key, deadline: deadline, since: now, b: bk}
-	i := sort.Search(len(bk.slots), func(i int) bool { return bk.slots[i].at.After(at) })
-	bk.slots = append(bk.slots, nil)
-	copy(bk.slots[i+1:], bk.slots[i:])
-	bk.slots[i] = s
-	// Move ahead of later deadlines whose slots have not come yet.
-	for ; i > 0; i-- {
-		prev := bk.slots[i-1]
-		if !prev.deadline.After(deadline) || !prev.at.After(now) {
-			break
+	b.dropGoneLocked(bk, now)
+	me := &waiter{key: key, deadline: deadline, since: since, b: bk}
+	ahead, _ := slices.BinarySearchFunc(bk.line, me, compareWaiters)
+	tokens := bk.lim.TokensAt(now)
+	latest := bk.latestAhead(ahead)
+	if !latest.After(now) && tokens >= float64(ahead+1) && bk.lim.AllowN(now, 1) {
+		b.tidyLocked(bk, key.Namespace, now)
+		if first {
+			return grant{ok: true}
 		}
-		cur := bk.slots[i]
-		prev.key, cur.key = cur.key, prev.key
-		prev.deadline, cur.deadline = cur.deadline, prev.deadline
-		prev.since, cur.since = cur.since, prev.since
-		b.holders[cur.key] = cur
+		return grant{ok: true, waited: now.Sub(since)}
 	}
-	mine := bk.slots[i]
-	b.holders[key] = mine
-	b.holdersPeak = max(b.holdersPeak, len(b.holders))
-	return false, 0, mine.at, true
+	// Come back when the tokens for those ahead and for this one will have
+	// come, rounded up: never before.
+	need := (float64(ahead+1) - tokens) / float64(b.limit)
+	me.wake = now.Add(time.Duration(math.Ceil(need * float64(time.Second))))
+	if !me.wake.After(latest) {
+		me.wake = latest.Add(time.Nanosecond) // after those ahead, who may need every token
+	}
+	if !me.wake.After(now) {
+		me.wake = now.Add(time.Nanosecond)
+	}
+	bk.line = slices.Insert(bk.line, ahead, me)
+	if !bk.stale && me.wake.After(bk.latest) {
+		bk.latest = me.wake
+	}
+	b.waiting[key] = me
+	b.waitingMax = max(b.waitingMax, len(b.waiting))
+	return grant{until: me.wake, first: first}
 }
 
-// release gives back the token reserved for key, if any, and reports whether
-// there was one: its eviction ended without taking it (cancelled, no longer
-// due, pod gone). The limiter gets back what no later reservation depends
-// on; the evictions waiting keep their places and times (they sleep in the
-// queue until them), so a wait that ends does not speed up the others: the
-// budget is a bound, never exceeded.
+// latestAhead returns the latest wake of the first n waiters in line. The
+// common case, a newcomer at the back, is O(1) but after a departure of the
+// latest waiter; a late-decided earlier deadline costs O(n).
+func (bk *bucket) latestAhead(n int) time.Time {
+	if n < len(bk.line) {
+		var latest time.Time
+		for _, w := range bk.line[:n] {
+			if w.wake.After(latest) {
+				latest = w.wake
+			}
+		}
+		return latest
+	}
+	if bk.stale {
+		bk.latest, bk.stale = time.Time{}, false
+		for _, w := range bk.line {
+			if w.wake.After(bk.latest) {
+				bk.latest = w.wake
+			}
+		}
+	}
+	return bk.latest
+}
+
+func compareWaiters(a, b *waiter) int {
+	return cmp.Or(a.deadline.Compare(b.deadline), cmp.Compare(a.key.Namespace, b.key.Namespace), cmp.Compare(a.key.Name, b.key.Name))
+}
+
+// dropGoneLocked drops the waiters at the front of bk's line whose time has
+// passed and whose eviction no longer waits for it.
+func (b *budgets) dropGoneLocked(bk *bucket, now time.Time) {
+	for len(bk.line) > 0 {
+		w := bk.line[0]
+		if !w.wake.Before(now) || b.waits(w.key, w.wake) {
+			return
+		}
+		b.leaveLocked(w)
+	}
+}
+
+// release forgets the eviction of key if it waits for a token (it was
+// cancelled, or no longer has to go), and reports whether it did.
 func (b *budgets) release(key types.NamespacedName, now time.Time) bool {
 	if b == nil {
 		return false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := b.holders[key]
-	if s == nil {
+	w := b.waiting[key]
+	if w == nil {
 		return false
 	}
-	b.removeLocked(s)
-	s.res.CancelAt(now)
-	b.tidyLocked(s.b, key.Namespace, now)
+	b.leaveLocked(w)
+	b.tidyLocked(w.b, key.Namespace, now)
 	return true
 }
 
-// holds reports whether an eviction of key holds a reserved token. A nil
+// holds reports whether the eviction of key waits for a token. A nil
 // *budgets holds none.
 func (b *budgets) holds(key types.NamespacedName) bool {
 	if b == nil {
@@ -218,7 +217,7 @@ func (b *budgets) holds(key types.NamespacedName) bool {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.holders[key] != nil
+	return b.waiting[key] != nil
 }
 
 func (b *budgets) bucketLocked(ns string) *bucket {
@@ -233,24 +232,28 @@ func (b *budgets) bucketLocked(ns string) *bucket {
 	return bk
 }
 
-func (b *budgets) removeLocked(s *slot) {
-	delete(b.holders, s.key)
-	b.holders = rebuildIfShrunk(b.holders, &b.holdersPeak)
-	bk := s.b
-	// Tokens are mostly taken in time order: from the front, in O(1).
-	i := sort.Search(len(bk.slots), func(i int) bool { return !bk.slots[i].at.Before(s.at) })
-	for ; i < len(bk.slots) && bk.slots[i] != s; i++ {
+// leaveLocked takes w out of its line and forgets it.
+func (b *budgets) leaveLocked(w *waiter) {
+	delete(b.waiting, w.key)
+	b.waiting = rebuildIfShrunk(b.waiting, &b.waitingMax)
+	line := w.b.line
+	i, found := slices.BinarySearchFunc(line, w, compareWaiters)
+	if !found || line[i] != w {
+		return
 	}
-	switch {
-	case i == len(bk.slots):
-	case i == 0:
-		bk.slots[0] = nil
-		bk.slots = bk.slots[1:]
-	default:
-		bk.slots = append(bk.slots[:i], bk.slots[i+1:]...)
+	if i == 0 {
+		// Waiters mostly leave from the front: reslice, in O(1).
+		line[0] = nil
+		w.b.line = line[1:]
+	} else {
+		w.b.line = slices.Delete(line, i, i+1)
 	}
-	if len(bk.slots) == 0 {
-		bk.slots = nil // give the backing array back after a mass wait
+	if w.wake.Equal(w.b.latest) {
+		w.b.stale = true
+	}
+	if len(w.b.line) == 0 {
+		w.b.line = nil // give the backing array back after a mass wait
+		w.b.latest, w.b.stale = time.Time{}, false
 	}
 }
 
@@ -259,7 +262,7 @@ func (b *budgets) tidyLocked(bk *bucket, ns string, now time.Time) {
 	if !b.perNS {
 		return
 	}
-	if len(bk.slots) == 0 && bk.lim.TokensAt(now) >= float64(b.burst) {
+	if len(bk.line) == 0 && bk.lim.TokensAt(now) >= float64(b.burst) {
 		delete(b.buckets, ns)
 	}
 }

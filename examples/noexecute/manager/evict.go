@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -15,15 +14,33 @@ import (
 	"github.com/taintkit/taintkit/tolerations"
 )
 
-// errWaitingForBudget is the reason of an eviction's wait for a token.
-var errWaitingForBudget = errors.New("manager: waiting for the eviction budget")
+// admit is the eviction queue's admit func when there is a budget: an
+// eviction attempt starts only with a token (see budgets).
+func (m *Manager) admit(key types.NamespacedName, deadline, now time.Time) time.Time {
+	g := m.budgets.take(key, deadline, now)
+	switch {
+	case !g.ok && g.first:
+		m.stats.budgetWaits.Add(1)
+		if l := m.log.V(2); l.Enabled() {
+			l.Info("Waiting for the eviction budget", "pod", key, "deadline", deadline, "until", g.until)
+		}
+	case g.ok && g.waited > 0 && m.cfg.Metrics != nil:
+		m.cfg.Metrics.BudgetWait(g.waited.Seconds())
+	}
+	return g.until
+}
+
+// waitsForToken reports whether the eviction of key waits in the queue for
+// the time wake the budget gave it.
+func (m *Manager) waitsForToken(key types.NamespacedName, wake time.Time) bool {
+	w, ok := m.evictions.GetWorker(key)
+	return ok && !w.Running && w.NextAttempt.Equal(wake)
+}
 
 // evict is the eviction queue's work func: it runs when the eviction of key
 // is due, and again (with backoff) after each failure it returns. It decides
 // again from the current pod and node before deleting anything.
 func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err error) {
-	attempt, _ := timedqueue.AttemptNumber(ctx)
-	defer m.budgets.done(attempt) // if it did not ask for a token
 	defer func() {
 		if err == nil {
 			// The eviction ended: the pod went, or no longer has to.
@@ -36,7 +53,7 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 			// Withdrawn by a cancel while it ran: nothing follows it.
 			m.budgets.release(key, m.clock.Now())
 			m.status.forget(key)
-		case !errors.Is(err, errWaitingForBudget):
+		default:
 			// Retried, or withdrawn by a handler that scheduled anew (a
 			// decision repeated while this attempt ran): the new schedule
 			// keeps the key's place in the budget's line, its refusals (so
@@ -132,18 +149,6 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	if w, found := m.evictions.GetWorker(key); found {
 		deadline = w.FireAt
 	}
-	if ok, waited, until, first := m.budgets.inTurn(attempt, key, deadline, m.clock.Now); !ok {
-		if first {
-			m.stats.budgetWaits.Add(1)
-			if l := m.log.V(2); l.Enabled() {
-				l.Info("Waiting for the eviction budget", "pod", key, "deadline", deadline, "until", until)
-			}
-		}
-		return timedqueue.RetryAt(until, errWaitingForBudget)
-	} else if waited > 0 && m.cfg.Metrics != nil {
-		m.cfg.Metrics.BudgetWait(waited.Seconds())
-	}
-
 	if m.cfg.DryRun {
 		m.wouldDelete(key, pod, deadline, now, reason)
 		return nil

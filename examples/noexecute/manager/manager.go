@@ -88,8 +88,8 @@ func New(cfg Config) (*Manager, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, clock: cfg.Clock, countdowns: newCountdowns(), status: newStatuses(),
-		budgets: newBudgets(cfg.EvictionRate, cfg.EvictionBurst, cfg.EvictionRatePerNamespace)}
+	m := &Manager{cfg: cfg, clock: cfg.Clock, countdowns: newCountdowns(), status: newStatuses()}
+	m.budgets = newBudgets(cfg.EvictionRate, cfg.EvictionBurst, cfg.EvictionRatePerNamespace, m.waitsForToken)
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
 	}
@@ -126,6 +126,9 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m.evictions = q
+	if m.budgets != nil {
+		q.SetAdmitFunc(m.admit)
+	}
 
 	d, err := sharding.New(sharding.Config[string, podUpdate]{
 		Shards: shards,
