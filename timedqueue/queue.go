@@ -21,23 +21,15 @@ type WorkFunc[K comparable] func(ctx context.Context, key K) error
 // instant and Location the caller gave, without a monotonic reading.
 type TimedWorker[K comparable] struct {
 	Key         K
-	CreatedAt   time.Time // as given to Schedule or Reschedule; not used by the queue
+	CreatedAt   time.Time // as given to AddWork or UpdateWork, for the caller
 	FireAt      time.Time // as given; retries never change it
 	Attempts    int       // failed attempts of this schedule so far
 	NextAttempt time.Time // FireAt, or the retry time after a failure (if Running: this attempt's)
 	Running     bool      // an attempt is in flight
 }
 
-// Errors of Schedule and Reschedule, returned as they are.
-var (
-	ErrScheduled = errors.New("timedqueue: key already scheduled")
-	ErrRunning   = errors.New("timedqueue: key is running")
-	ErrUnchanged = errors.New("timedqueue: FireAt unchanged")
-	// ErrInvalidKey: a key not equal to itself (NaN) or holding an uncomparable value.
-	ErrInvalidKey = errors.New("timedqueue: invalid key")
-	// ErrShutdown is also the Cause of the work ctx's cancellation.
-	ErrShutdown = errors.New("timedqueue: queue shut down")
-)
+// ErrShutdown is the Cause of a work ctx cancelled by Shutdown.
+var ErrShutdown = errors.New("timedqueue: queue shut down")
 
 // TimedWorkerQueue runs a [WorkFunc] for scheduled keys. It is safe for
 // concurrent use by multiple goroutines. The zero value is not usable; call
@@ -173,52 +165,57 @@ func comparableKey[K comparable](key K) bool {
 	return reflect.ValueOf(&key).Elem().Comparable()
 }
 
-// Schedule schedules work for key at fireAt, or changes nothing and returns
-// [ErrScheduled] (key has a live schedule), [ErrInvalidKey] or [ErrShutdown].
-// After a withdrawn attempt, the new schedule also waits for its return. A
-// zero createdAt or fireAt means the clock's now; createdAt is not used.
-func (q *TimedWorkerQueue[K]) Schedule(key K, createdAt, fireAt time.Time) error {
+// AddWork schedules the work for key at fireAt and reports whether it did: it
+// changes nothing if key has a live schedule (whatever its FireAt: use
+// UpdateWork to move it), after Shutdown, or for a key that is not equal to
+// itself (a NaN) or holds an uncomparable value. After a withdrawn attempt,
+// the new schedule also waits for that attempt to return.
+//
+// createdAt is kept for the caller as [TimedWorker].CreatedAt (when the
+// decision was made, say); the queue does not read it. A zero createdAt or
+// fireAt means the clock's now.
+func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
 	if q.badKey(key) {
-		return ErrInvalidKey
+		return false
 	}
 	createdAt, fireAt = q.orNow(createdAt, fireAt)
 	var d delta
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return ErrShutdown
+		return false
 	}
 	i, pos, tag := q.s.idx.find(&q.s.slab, key)
 	if i >= 0 {
 		q.mu.Unlock()
-		return ErrScheduled
+		return false
 	}
 	q.scheduleLocked(key, pos, tag, createdAt, fireAt, &d)
 	q.pumpLocked(&d)
 	q.mu.Unlock()
 	q.m.apply(d)
-	return nil
+	return true
 }
 
-// AddWork is Schedule, reporting whether it scheduled.
-func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
-	return q.Schedule(key, createdAt, fireAt) == nil
-}
-
-// Reschedule moves the work for key to fireAt, earlier or later, replacing
-// CreatedAt and restarting Attempts at zero; without a live schedule it is
-// Schedule. It changes nothing and returns [ErrRunning] while an attempt runs,
-// [ErrUnchanged] if fireAt equals FireAt (a backoff goes on), or as Schedule.
-func (q *TimedWorkerQueue[K]) Reschedule(key K, createdAt, fireAt time.Time) error {
+// UpdateWork makes fireAt the time of the work for key, and reports whether it
+// changed anything: it schedules the work if key has no live schedule, as
+// AddWork, or moves the schedule earlier or later, replacing CreatedAt and
+// restarting Attempts at zero. It changes nothing while an attempt runs (the
+// attempt cannot be recalled: call again once it ends), if fireAt equals
+// FireAt (a backoff goes on), or where AddWork would not schedule.
+//
+// Most callers that decide a key's time again on every change should call
+// UpdateWork, and CancelWork when no run is due any more.
+func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) bool {
 	if q.badKey(key) {
-		return ErrInvalidKey
+		return false
 	}
 	createdAt, fireAt = q.orNow(createdAt, fireAt)
 	var d delta
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return ErrShutdown
+		return false
 	}
 	i, pos, tag := q.s.idx.find(&q.s.slab, key)
 	if i < 0 {
@@ -227,11 +224,11 @@ func (q *TimedWorkerQueue[K]) Reschedule(key K, createdAt, fireAt time.Time) err
 		e := q.s.at(i)
 		if e.state == stateRunning {
 			q.mu.Unlock()
-			return ErrRunning
+			return false
 		}
 		if instantOf(fireAt) == q.s.fireInstant(i) {
 			q.mu.Unlock()
-			return ErrUnchanged
+			return false
 		}
 		wasFar := saturated(e.next)
 		if wasFar {
@@ -251,12 +248,7 @@ func (q *TimedWorkerQueue[K]) Reschedule(key K, createdAt, fireAt time.Time) err
 	q.pumpLocked(&d)
 	q.mu.Unlock()
 	q.m.apply(d)
-	return nil
-}
-
-// UpdateWork is Reschedule, reporting whether it changed anything.
-func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) bool {
-	return q.Reschedule(key, createdAt, fireAt) == nil
+	return true
 }
 
 // orNow returns createdAt and fireAt with a zero time replaced by the clock's

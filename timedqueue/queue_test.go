@@ -1302,68 +1302,62 @@ func (c *movingClock) Now() time.Time {
 
 func (c *movingClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
-// Schedule and Reschedule say why they changed nothing, with one error per
-// case; AddWork and UpdateWork report false in exactly those cases.
-func TestScheduleAndRescheduleErrors(t *testing.T) {
+// AddWork and UpdateWork report false exactly when they change nothing.
+func TestAddWorkAndUpdateWorkReportChanges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk, f, q, _ := setup(t)
 		fire := t0.Add(time.Minute)
 		gate := f.setGate("running")
-		require.NoError(t, q.Schedule("running", t0, t0))
-		require.NoError(t, q.Schedule("pending", t0, fire))
+		require.True(t, q.AddWork("running", t0, t0))
+		require.True(t, q.AddWork("pending", t0, fire))
 		f.script("backing-off", errors.New("fail once"))
-		require.NoError(t, q.Schedule("backing-off", t0, t0))
+		require.True(t, q.AddWork("backing-off", t0, t0))
 		synctest.Wait()
 		w, _ := q.GetWorker("backing-off")
 		require.Equal(t, 1, w.Attempts)
 
 		for _, tc := range []struct {
 			name string
-			call func() error
-			want error
+			call func() bool
 		}{
-			{"Schedule pending", func() error { return q.Schedule("pending", t0, t0) }, timedqueue.ErrScheduled},
-			{"Schedule running", func() error { return q.Schedule("running", t0, t0) }, timedqueue.ErrScheduled},
-			{"Schedule backing off", func() error { return q.Schedule("backing-off", t0, t0) }, timedqueue.ErrScheduled},
-			{"Reschedule running", func() error { return q.Reschedule("running", t0, fire) }, timedqueue.ErrRunning},
-			// A running attempt is reported even if fireAt is unchanged.
-			{"Reschedule running, same FireAt", func() error { return q.Reschedule("running", t0, t0) }, timedqueue.ErrRunning},
-			{"Reschedule same FireAt", func() error { return q.Reschedule("pending", t0, fire.In(time.FixedZone("X", 60))) }, timedqueue.ErrUnchanged},
-			{"Reschedule same FireAt while backing off", func() error { return q.Reschedule("backing-off", t0, t0) }, timedqueue.ErrUnchanged},
+			{"AddWork pending", func() bool { return q.AddWork("pending", t0, t0) }},
+			{"AddWork running", func() bool { return q.AddWork("running", t0, t0) }},
+			{"AddWork backing off", func() bool { return q.AddWork("backing-off", t0, t0) }},
+			{"UpdateWork running", func() bool { return q.UpdateWork("running", t0, fire) }},
+			{"UpdateWork running, same FireAt", func() bool { return q.UpdateWork("running", t0, t0) }},
+			{"UpdateWork same FireAt (another Location)", func() bool { return q.UpdateWork("pending", t0, fire.In(time.FixedZone("X", 60))) }},
+			{"UpdateWork same FireAt while backing off", func() bool { return q.UpdateWork("backing-off", t0, t0) }},
 		} {
-			err := tc.call()
-			assert.ErrorIs(t, err, tc.want, tc.name)
-			assert.Equal(t, tc.want, err, "%s: returned as is", tc.name)
+			assert.False(t, tc.call(), tc.name)
 		}
-		assert.False(t, q.AddWork("pending", t0, t0))
-		assert.False(t, q.UpdateWork("pending", t0, fire))
-		assert.False(t, q.UpdateWork("running", t0, fire))
 		w, _ = q.GetWorker("backing-off")
 		assert.Equal(t, 1, w.Attempts, "the backoff goes on")
 		assert.Equal(t, 3, q.Len(), "nothing changed")
 
-		require.NoError(t, q.Reschedule("pending", t0, fire.Add(time.Second)))
-		require.NoError(t, q.Reschedule("absent", t0, fire), "Reschedule of an absent key schedules")
+		require.True(t, q.UpdateWork("pending", t0, fire.Add(time.Second)))
+		require.True(t, q.UpdateWork("absent", t0, fire), "UpdateWork of an absent key schedules")
 		close(gate)
 		step(clk, time.Hour)
 		require.NoError(t, q.Shutdown(context.Background()))
-		assert.Equal(t, timedqueue.ErrShutdown, q.Schedule("new", t0, t0))
-		assert.Equal(t, timedqueue.ErrShutdown, q.Reschedule("new", t0, t0))
+		assert.False(t, q.AddWork("new", t0, t0))
+		assert.False(t, q.UpdateWork("new", t0, t0))
 	})
 }
 
-func TestScheduleInvalidKey(t *testing.T) {
+func TestAddWorkInvalidKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q, err := timedqueue.New(func(context.Context, any) error { return nil },
 			timedqueue.WithClock(testingclock.NewFakeClock(t0)))
 		require.NoError(t, err)
 		for _, key := range []any{math.NaN(), []int{1}} {
-			assert.Equal(t, timedqueue.ErrInvalidKey, q.Schedule(key, t0, t0), "%v", key)
-			assert.Equal(t, timedqueue.ErrInvalidKey, q.Reschedule(key, t0, t0), "%v", key)
+			assert.False(t, q.AddWork(key, t0, t0), "%v", key)
+			assert.False(t, q.UpdateWork(key, t0, t0), "%v", key)
+			assert.False(t, q.CancelWork(key), "%v", key)
+			_, ok := q.GetWorker(key)
+			assert.False(t, ok, "%v", key)
 		}
+		assert.Equal(t, 0, q.Len())
 		require.NoError(t, q.Shutdown(context.Background()))
-		// An invalid key is reported before a shut-down queue.
-		assert.Equal(t, timedqueue.ErrInvalidKey, q.Schedule(math.NaN(), t0, t0))
 	})
 }
 
