@@ -48,11 +48,14 @@ type Config[H, L comparable] struct {
 	MaxHighBurst int
 
 	// Logger receives failures (V(2)), panics and drops (errors). Nil means
-	// klog.Background(); a given logger is used as is, so &logr.Discard()
-	// silences the dispatcher.
+	// klog.Background(); a given logger is used as is. To silence the
+	// dispatcher: discard := logr.Discard(); cfg.Logger = &discard.
 	Logger *logr.Logger
 
 	Metrics MetricsProvider // creates the per-lane metrics; nil means none
+	// Name names the dispatcher to Metrics and in its log lines. The zero ""
+	// is passed to Metrics as is and left out of the log lines.
+	Name string
 
 	// OnDrop, if not nil, is called once for every item the dispatcher
 	// accepted and then gave up on: by the worker after the item's last
@@ -66,8 +69,8 @@ type Config[H, L comparable] struct {
 // ErrStopped is the Drop.Err of items dropped by [Dispatcher.Run] at shutdown.
 var ErrStopped = errors.New("sharding: dispatcher stopped")
 
-// ErrGoexit is the error of a handler attempt that called runtime.Goexit, as
-// t.FailNow does. The attempt fails as if the handler had returned it.
+// ErrGoexit is the error of an attempt whose handler called runtime.Goexit,
+// as t.FailNow does. The attempt fails as if the handler had returned it.
 var ErrGoexit = errors.New("sharding: handler called runtime.Goexit")
 
 // ErrInvalidItem is logged for an item AddHigh or AddLow refuses because it
@@ -87,12 +90,10 @@ type Drop[H, L comparable] struct {
 	Err error
 }
 
-// PanicError is the error of a handler attempt or key func that panicked.
+// PanicError is the error of a handler or key func that panicked.
 type PanicError struct {
-	// Value is what was passed to panic.
-	Value any
-	// Stack is the stack at the panic, as runtime/debug.Stack gives it.
-	Stack []byte
+	Value any    // what was passed to panic
+	Stack []byte // the stack at the panic, as runtime/debug.Stack gives it
 }
 
 // Error returns "sharding: panic: " followed by the panic value.

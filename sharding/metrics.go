@@ -39,16 +39,17 @@ type Histogram interface {
 	Observe(float64)
 }
 
-// MetricsProvider creates the metrics of one [Dispatcher], per lane, when
-// [New] runs; a method may return nil for a metric it does not want. Metrics
-// are called with no lock held, from any goroutine, so must be safe for
-// concurrent use. A depth gauge may be off by one while items move; it is
-// exact whenever the dispatcher is quiet.
+// MetricsProvider creates the metrics of one [Dispatcher] when [New] runs,
+// each for the dispatcher's name (Config.Name) and a lane. A method may
+// return nil for a metric it does not want: nil records nothing. Metrics are
+// called with no lock held, from any goroutine: they must be safe for
+// concurrent use and not block. A depth gauge may be off by one while items
+// move; it is exact whenever the dispatcher is quiet.
 type MetricsProvider interface {
-	NewDepthMetric(lane Lane) Gauge       // items queued: the lane's share of Len
-	NewLatencyMetric(lane Lane) Histogram // attempt durations, in seconds on the clock
-	NewRetriesMetric(lane Lane) Counter   // retries scheduled
-	NewDropsMetric(lane Lane) Counter     // items given up on or refused
+	NewDepthMetric(name string, lane Lane) Gauge        // items queued: the lane's share of Len
+	NewDurationMetric(name string, lane Lane) Histogram // attempt durations, in seconds on the clock
+	NewRetriesMetric(name string, lane Lane) Counter    // retries scheduled
+	NewDropsMetric(name string, lane Lane) Counter      // items given up on or refused
 }
 
 type noopMetric struct{}
@@ -59,30 +60,30 @@ func (noopMetric) Observe(float64) {}
 
 // laneMetrics holds the resolved metrics of one lane; none is nil.
 type laneMetrics struct {
-	depth   Gauge
-	latency Histogram
-	retries Counter
-	drops   Counter
-	// timed reports whether a latency histogram was given, so the handler
+	depth    Gauge
+	duration Histogram
+	retries  Counter
+	drops    Counter
+	// timed reports whether a duration histogram was given, so the handler
 	// is timed only when someone looks.
 	timed bool
 }
 
-func newLaneMetrics(p MetricsProvider, lane Lane) laneMetrics {
-	m := laneMetrics{depth: noopMetric{}, latency: noopMetric{}, retries: noopMetric{}, drops: noopMetric{}}
+func newLaneMetrics(p MetricsProvider, name string, lane Lane) laneMetrics {
+	m := laneMetrics{depth: noopMetric{}, duration: noopMetric{}, retries: noopMetric{}, drops: noopMetric{}}
 	if p == nil {
 		return m
 	}
-	if g := p.NewDepthMetric(lane); g != nil {
+	if g := p.NewDepthMetric(name, lane); g != nil {
 		m.depth = g
 	}
-	if h := p.NewLatencyMetric(lane); h != nil {
-		m.latency, m.timed = h, true
+	if h := p.NewDurationMetric(name, lane); h != nil {
+		m.duration, m.timed = h, true
 	}
-	if c := p.NewRetriesMetric(lane); c != nil {
+	if c := p.NewRetriesMetric(name, lane); c != nil {
 		m.retries = c
 	}
-	if c := p.NewDropsMetric(lane); c != nil {
+	if c := p.NewDropsMetric(name, lane); c != nil {
 		m.drops = c
 	}
 	return m
