@@ -53,9 +53,7 @@ type Config[H, L comparable] struct {
 	Logger *logr.Logger
 
 	Metrics MetricsProvider // creates the per-lane metrics; nil means none
-	// Name names the dispatcher to Metrics and in its log lines. The zero ""
-	// is passed to Metrics as is and left out of the log lines.
-	Name string
+	Name    string          // passed to Metrics, and logged unless ""
 
 	// OnDrop, if not nil, is called once for every item the dispatcher
 	// accepted and then gave up on: by the worker after the item's last

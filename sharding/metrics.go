@@ -39,12 +39,10 @@ type Histogram interface {
 	Observe(float64)
 }
 
-// MetricsProvider creates the metrics of one [Dispatcher] when [New] runs,
-// each for the dispatcher's name (Config.Name) and a lane. A method may
-// return nil for a metric it does not want: nil records nothing. Metrics are
-// called with no lock held, from any goroutine: they must be safe for
-// concurrent use and not block. A depth gauge may be off by one while items
-// move; it is exact whenever the dispatcher is quiet.
+// MetricsProvider creates a dispatcher's metrics in [New], each for its name
+// (Config.Name) and a lane. A method may return nil, which records nothing.
+// Metrics must be safe for concurrent use and not block. A depth gauge may be
+// off by one while items move; it is exact whenever the dispatcher is quiet.
 type MetricsProvider interface {
 	NewDepthMetric(name string, lane Lane) Gauge        // items queued: the lane's share of Len
 	NewDurationMetric(name string, lane Lane) Histogram // attempt durations, in seconds on the clock

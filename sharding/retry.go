@@ -6,10 +6,9 @@ import (
 	"github.com/taintkit/taintkit/internal/backoff"
 )
 
-// Defaults for the zero fields of a [RetryPolicy]: five attempts in all,
-// backing off from a second, doubling, up to a minute.
+// Defaults for the zero fields of a [RetryPolicy].
 const (
-	DefaultMaxAttempts    = 5
+	DefaultMaxAttempts    = 5 // one attempt and four retries
 	DefaultInitialBackoff = time.Second
 	DefaultMaxBackoff     = time.Minute
 )
@@ -21,22 +20,20 @@ const _ = uint(DefaultMaxAttempts-backoff.DefaultMaxAttempts) + uint(backoff.Def
 	uint(DefaultMaxBackoff-backoff.DefaultMaxBackoff) + uint(backoff.DefaultMaxBackoff-DefaultMaxBackoff)
 
 // RetryPolicy says when a failed attempt is tried again: [RetryPolicy.Backoff]
-// later on the clock, counted from the attempt's return, with no jitter, up to
-// MaxAttempts attempts in all. Zero fields take the Default constants. If only
-// MaxBackoff is set and it is below DefaultInitialBackoff, every wait is
-// MaxBackoff; if only InitialBackoff is set and it is above DefaultMaxBackoff,
-// every wait is InitialBackoff. New rejects a negative field, and a
-// MaxBackoff below InitialBackoff when both are set.
+// after it returned, on the clock, up to MaxAttempts attempts in all. Zero
+// fields take the Default constants, but a MaxBackoff set alone below
+// DefaultInitialBackoff makes every wait MaxBackoff, and an InitialBackoff set
+// alone above DefaultMaxBackoff makes every wait InitialBackoff. New rejects
+// negative fields, and a MaxBackoff below InitialBackoff when both are set.
 type RetryPolicy struct {
 	MaxAttempts    int           // counts the first attempt: 1 means no retry
 	InitialBackoff time.Duration // the wait after the first failure
 	MaxBackoff     time.Duration // caps every wait
 }
 
-// Backoff returns the wait after the n-th failed attempt (n ≥ 1; smaller n
-// count as 1): InitialBackoff doubled n-1 times, capped at MaxBackoff, zero
-// fields taking the defaults. An invalid p (one New rejects) waits as the
-// default policy.
+// Backoff returns the wait after the n-th failed attempt (n < 1 counts as
+// 1): InitialBackoff doubled n-1 times, capped at MaxBackoff, zero fields
+// taking the defaults; the default policy's if New would reject p.
 func (p RetryPolicy) Backoff(n int) time.Duration {
 	return backoff.Policy(p).Backoff(n)
 }

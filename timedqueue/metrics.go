@@ -16,11 +16,9 @@ type Histogram interface {
 	Observe(float64)
 }
 
-// MetricsProvider creates the metrics of one [TimedWorkerQueue] when [New]
-// runs, each for the queue's name ([WithName]). A method may return nil for a
-// metric it does not want: nil records nothing. Metrics are called with no
-// lock held, from any goroutine: they must be safe for concurrent use and not
-// block.
+// MetricsProvider creates a queue's metrics in [New], each for the queue's
+// name ([WithName]). A method may return nil, which records nothing. Metrics
+// must be safe for concurrent use and not block.
 type MetricsProvider interface {
 	NewDepthMetric(name string) Gauge        // pending and backing-off schedules
 	NewRunningMetric(name string) Gauge      // attempts in flight, withdrawn ones included
