@@ -42,9 +42,9 @@ type Config[H, L comparable] struct {
 	Retry RetryPolicy // when a failed item is tried again, or dropped
 
 	// MaxHighBurst bounds how long low items can starve. Zero means strict
-	// priority, as in the original. N > 0 lets a worker that took N high
-	// items in a row while low items waited take one low item next. New
-	// rejects negative values.
+	// priority, as in the original. With N > 0, a worker that has taken N
+	// high items in a row while low items waited takes one low item next.
+	// New rejects negative values.
 	MaxHighBurst int
 
 	// Logger receives failures (V(2)), panics and drops (errors). Nil means
@@ -77,7 +77,7 @@ var ErrInvalidItem = errors.New("sharding: item is not comparable or not equal t
 
 // Drop describes an item a dispatcher gave up on; see Config.OnDrop.
 type Drop[H, L comparable] struct {
-	Lane Lane // the item is High for LaneHigh, Low for LaneLow
+	Lane Lane // LaneHigh: the item is High; LaneLow: it is Low
 	High H
 	Low  L
 	// Attempts counts failed attempts since the item was last queued by an

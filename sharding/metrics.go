@@ -5,8 +5,8 @@ import "strconv"
 // Lane names one of a dispatcher's two priority lanes.
 type Lane uint8
 
-// The lanes: LaneHigh of items added with AddHigh (node updates, in the taint
-// manager), LaneLow of those added with AddLow (pod updates).
+// The lanes: LaneHigh holds the items added with AddHigh (in the taint
+// manager, node updates), LaneLow those added with AddLow (pod updates).
 const (
 	LaneHigh Lane = iota
 	LaneLow

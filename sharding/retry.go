@@ -19,9 +19,9 @@ const _ = uint(DefaultMaxAttempts-backoff.DefaultMaxAttempts) + uint(backoff.Def
 	uint(DefaultInitialBackoff-backoff.DefaultInitialBackoff) + uint(backoff.DefaultInitialBackoff-DefaultInitialBackoff) +
 	uint(DefaultMaxBackoff-backoff.DefaultMaxBackoff) + uint(backoff.DefaultMaxBackoff-DefaultMaxBackoff)
 
-// RetryPolicy says when a failed attempt is tried again: [RetryPolicy.Backoff]
-// after it returned, on the clock, up to MaxAttempts attempts in all. Zero
-// fields take the Default constants, but a MaxBackoff set alone below
+// RetryPolicy says when a failed attempt is tried again: after the wait
+// [RetryPolicy.Backoff] gives, on the clock from the attempt's return, up to
+// MaxAttempts attempts in all. Zero fields take the Default constants, but a MaxBackoff set alone below
 // DefaultInitialBackoff makes every wait MaxBackoff, and an InitialBackoff set
 // alone above DefaultMaxBackoff makes every wait InitialBackoff. New rejects
 // negative fields, and a MaxBackoff below InitialBackoff when both are set.
