@@ -49,11 +49,25 @@
 // flaky timing. Pure time arithmetic (the tolerations package) takes now as an
 // argument and needs no clock at all.
 //
+// # Options and Config
+//
+// timedqueue is configured with options, because most callers set none:
+// timedqueue.New(work) is a working queue. sharding is configured with a
+// Config struct, because a dispatcher needs its handlers and key funcs, and
+// a struct shows the required and the optional fields in one place. Both
+// check their configuration in New and return an error. What the two have in
+// common has one shape in both: a RetryPolicy (the same fields, defaults and
+// Backoff), a PanicError and ErrGoexit for failed attempts, and a
+// MetricsProvider whose metrics are made for the instance's name
+// (timedqueue.WithName, sharding's Config.Name) and, in sharding, a lane.
+//
 // # Logging
 //
 // The packages that log (timedqueue, sharding and the example manager) take a
 // [github.com/go-logr/logr.Logger] by one rule: a logger that is not given (no
 // WithLogger option; a nil *logr.Logger Config field) means
 // [k8s.io/klog/v2.Background]; a given logr.Logger is used as is, so
-// logr.Discard() silences.
+// logr.Discard() silences. A Config field is a pointer because the zero
+// logr.Logger is logr.Discard(): a plain field could not tell "not set" from
+// "silence".
 package taintkit

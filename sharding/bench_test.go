@@ -337,10 +337,10 @@ func (c retriesCounter) Inc() {
 	}
 }
 
-func (c retriesCounter) NewDepthMetric(sharding.Lane) sharding.Gauge     { return nil }
-func (c retriesCounter) NewRetriesMetric(sharding.Lane) sharding.Counter { return c }
-func (c retriesCounter) NewDropsMetric(sharding.Lane) sharding.Counter   { return nil }
-func (c retriesCounter) NewLatencyMetric(sharding.Lane) sharding.Histogram {
+func (c retriesCounter) NewDepthMetric(string, sharding.Lane) sharding.Gauge     { return nil }
+func (c retriesCounter) NewRetriesMetric(string, sharding.Lane) sharding.Counter { return c }
+func (c retriesCounter) NewDropsMetric(string, sharding.Lane) sharding.Counter   { return nil }
+func (c retriesCounter) NewDurationMetric(string, sharding.Lane) sharding.Histogram {
 	return nil
 }
 

@@ -372,10 +372,12 @@ type laneCounter struct {
 func (c laneCounter) Inc() { c.m.mu.Lock(); *c.v++; c.m.mu.Unlock() }
 func (c laneCounter) Dec() { c.m.mu.Lock(); *c.v--; c.m.mu.Unlock() }
 
-func (m *fakeLaneMetrics) NewDepthMetric(l Lane) Gauge     { return laneCounter{m, &m.depth[l]} }
-func (m *fakeLaneMetrics) NewLatencyMetric(Lane) Histogram { return nil }
-func (m *fakeLaneMetrics) NewRetriesMetric(Lane) Counter   { return nil }
-func (m *fakeLaneMetrics) NewDropsMetric(l Lane) Counter   { return laneCounter{m, &m.drops[l]} }
+func (m *fakeLaneMetrics) NewDepthMetric(_ string, l Lane) Gauge    { return laneCounter{m, &m.depth[l]} }
+func (m *fakeLaneMetrics) NewDurationMetric(string, Lane) Histogram { return nil }
+func (m *fakeLaneMetrics) NewRetriesMetric(string, Lane) Counter    { return nil }
+func (m *fakeLaneMetrics) NewDropsMetric(_ string, l Lane) Counter {
+	return laneCounter{m, &m.drops[l]}
+}
 func (m *fakeLaneMetrics) get(which *[2]int, l Lane) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

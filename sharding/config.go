@@ -42,17 +42,18 @@ type Config[H, L comparable] struct {
 	Retry RetryPolicy // when a failed item is tried again, or dropped
 
 	// MaxHighBurst bounds how long low items can starve. Zero means strict
-	// priority, as in the original. N > 0 lets a worker that took N high
-	// items in a row while low items waited take one low item next. New
-	// rejects negative values.
+	// priority, as in the original. With N > 0, a worker that has taken N
+	// high items in a row while low items waited takes one low item next.
+	// New rejects negative values.
 	MaxHighBurst int
 
 	// Logger receives failures (V(2)), panics and drops (errors). Nil means
-	// klog.Background(); a given logger is used as is, so &logr.Discard()
-	// silences the dispatcher.
+	// klog.Background(); a given logger is used as is. To silence the
+	// dispatcher: discard := logr.Discard(); cfg.Logger = &discard.
 	Logger *logr.Logger
 
 	Metrics MetricsProvider // creates the per-lane metrics; nil means none
+	Name    string          // passed to Metrics, and logged unless ""
 
 	// OnDrop, if not nil, is called once for every item the dispatcher
 	// accepted and then gave up on: by the worker after the item's last
@@ -66,8 +67,8 @@ type Config[H, L comparable] struct {
 // ErrStopped is the Drop.Err of items dropped by [Dispatcher.Run] at shutdown.
 var ErrStopped = errors.New("sharding: dispatcher stopped")
 
-// ErrGoexit is the error of a handler attempt that called runtime.Goexit, as
-// t.FailNow does. The attempt fails as if the handler had returned it.
+// ErrGoexit is the error of an attempt whose handler called runtime.Goexit,
+// as t.FailNow does. The attempt fails as if the handler had returned it.
 var ErrGoexit = errors.New("sharding: handler called runtime.Goexit")
 
 // ErrInvalidItem is logged for an item AddHigh or AddLow refuses because it
@@ -76,7 +77,7 @@ var ErrInvalidItem = errors.New("sharding: item is not comparable or not equal t
 
 // Drop describes an item a dispatcher gave up on; see Config.OnDrop.
 type Drop[H, L comparable] struct {
-	Lane Lane // the item is High for LaneHigh, Low for LaneLow
+	Lane Lane // LaneHigh: the item is High; LaneLow: it is Low
 	High H
 	Low  L
 	// Attempts counts failed attempts since the item was last queued by an
@@ -87,12 +88,10 @@ type Drop[H, L comparable] struct {
 	Err error
 }
 
-// PanicError is the error of a handler attempt or key func that panicked.
+// PanicError is the error of a handler or key func that panicked.
 type PanicError struct {
-	// Value is what was passed to panic.
-	Value any
-	// Stack is the stack at the panic, as runtime/debug.Stack gives it.
-	Stack []byte
+	Value any    // what was passed to panic
+	Stack []byte // the stack at the panic, as runtime/debug.Stack gives it
 }
 
 // Error returns "sharding: panic: " followed by the panic value.

@@ -88,6 +88,9 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 		d.log = klog.Background()
 	}
 	d.log = d.log.WithName("sharding")
+	if cfg.Name != "" {
+		d.log = d.log.WithValues("dispatcher", cfg.Name)
+	}
 	for i := range d.shards {
 		d.shards[i] = &shard[H, L]{wake: make(chan struct{}, 1)}
 	}
@@ -99,7 +102,7 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 		drop: func(item H, attempts int, err error) Drop[H, L] {
 			return Drop[H, L]{Lane: LaneHigh, High: item, Attempts: attempts, Err: err}
 		},
-		m: newLaneMetrics(cfg.Metrics, LaneHigh),
+		m: newLaneMetrics(cfg.Metrics, cfg.Name, LaneHigh),
 	}
 	d.low = laneRT[H, L, L]{
 		lane:   LaneLow,
@@ -109,7 +112,7 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 		drop: func(item L, attempts int, err error) Drop[H, L] {
 			return Drop[H, L]{Lane: LaneLow, Low: item, Attempts: attempts, Err: err}
 		},
-		m: newLaneMetrics(cfg.Metrics, LaneLow),
+		m: newLaneMetrics(cfg.Metrics, cfg.Name, LaneLow),
 	}
 	return d, nil
 }
@@ -307,7 +310,7 @@ func settle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 		end = d.clock.Now()
 	}
 	if rt.m.timed {
-		rt.m.latency.Observe(end.Sub(start).Seconds())
+		rt.m.duration.Observe(end.Sub(start).Seconds())
 	}
 
 	s := d.shards[idx]

@@ -53,19 +53,19 @@ func keyOnShard(prefix string, want, n, i int) string {
 
 // fakeMetrics records every metric per lane.
 type fakeMetrics struct {
-	mu      sync.Mutex
-	depth   map[sharding.Lane]int
-	retries map[sharding.Lane]int
-	drops   map[sharding.Lane]int
-	latency map[sharding.Lane][]float64
+	mu       sync.Mutex
+	depth    map[sharding.Lane]int
+	retries  map[sharding.Lane]int
+	drops    map[sharding.Lane]int
+	duration map[sharding.Lane][]float64
 }
 
 func newFakeMetrics() *fakeMetrics {
 	return &fakeMetrics{
-		depth:   map[sharding.Lane]int{},
-		retries: map[sharding.Lane]int{},
-		drops:   map[sharding.Lane]int{},
-		latency: map[sharding.Lane][]float64{},
+		depth:    map[sharding.Lane]int{},
+		retries:  map[sharding.Lane]int{},
+		drops:    map[sharding.Lane]int{},
+		duration: map[sharding.Lane][]float64{},
 	}
 }
 
@@ -84,18 +84,20 @@ type histFunc struct {
 
 func (h histFunc) Observe(v float64) {
 	h.m.mu.Lock()
-	h.m.latency[h.lane] = append(h.m.latency[h.lane], v)
+	h.m.duration[h.lane] = append(h.m.duration[h.lane], v)
 	h.m.mu.Unlock()
 }
 
-func (m *fakeMetrics) NewDepthMetric(l sharding.Lane) sharding.Gauge {
+func (m *fakeMetrics) NewDepthMetric(_ string, l sharding.Lane) sharding.Gauge {
 	return metricFunc{m, func(d int) { m.depth[l] += d }}
 }
-func (m *fakeMetrics) NewLatencyMetric(l sharding.Lane) sharding.Histogram { return histFunc{m, l} }
-func (m *fakeMetrics) NewRetriesMetric(l sharding.Lane) sharding.Counter {
+func (m *fakeMetrics) NewDurationMetric(_ string, l sharding.Lane) sharding.Histogram {
+	return histFunc{m, l}
+}
+func (m *fakeMetrics) NewRetriesMetric(_ string, l sharding.Lane) sharding.Counter {
 	return metricFunc{m, func(d int) { m.retries[l] += d }}
 }
-func (m *fakeMetrics) NewDropsMetric(l sharding.Lane) sharding.Counter {
+func (m *fakeMetrics) NewDropsMetric(_ string, l sharding.Lane) sharding.Counter {
 	return metricFunc{m, func(d int) { m.drops[l] += d }}
 }
 
@@ -251,7 +253,7 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 			"sharding: Retry.MaxBackoff must not be negative, got -1s"},
 		{"MaxBackoff below InitialBackoff", func(c *sharding.Config[string, string]) {
 			c.Retry = sharding.RetryPolicy{InitialBackoff: 2 * time.Second, MaxBackoff: time.Second}
-		}, "sharding: Retry.MaxBackoff must not be less than Retry.InitialBackoff (2s), got 1s"},
+		}, "sharding: Retry.MaxBackoff (1s) must not be less than Retry.InitialBackoff (2s)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -718,6 +720,29 @@ func TestPanicRecovered(t *testing.T) {
 	})
 }
 
+// A panic fails the attempt with a *PanicError: its value, its stack, and
+// an Error of the same shape as timedqueue's.
+func TestPanicErrorFormat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv()
+		cfg := e.config()
+		cfg.Retry = sharding.RetryPolicy{MaxAttempts: 1}
+		cfg.HandleLow = func(context.Context, string) error { panic("boom") }
+		d, err := sharding.New(cfg)
+		require.NoError(t, err)
+		run(t, d)
+		d.AddLow("p")
+		synctest.Wait()
+		drops := e.dropped()
+		require.Len(t, drops, 1)
+		var pe *sharding.PanicError
+		require.ErrorAs(t, drops[0].Err, &pe)
+		assert.Equal(t, "boom", pe.Value)
+		assert.Equal(t, "sharding: panic: boom", pe.Error())
+		assert.Contains(t, string(pe.Stack), "TestPanicErrorFormat")
+	})
+}
+
 // Rules: one stuck shard does not stop the others, and Add never blocks:
 // 100k items pile up behind a stuck handler while other shards proceed.
 func TestStuckShardDoesNotStopOthers(t *testing.T) {
@@ -868,8 +893,8 @@ func TestAfterRunAndSecondRun(t *testing.T) {
 }
 
 // Rule: handlers and hooks may call AddHigh/AddLow (a node handler queueing
-// its pods); metrics report latency on the injected clock.
-func TestHandlersMayAddAndLatency(t *testing.T) {
+// its pods); metrics report attempt durations on the injected clock.
+func TestHandlersMayAddAndDuration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv()
 		cfg := e.config()
@@ -891,8 +916,8 @@ func TestHandlersMayAddAndLatency(t *testing.T) {
 		assert.Equal(t, []string{"H:n", "L:n/p0", "L:n/p1"}, e.recorded())
 		e.metrics.mu.Lock()
 		defer e.metrics.mu.Unlock()
-		assert.Equal(t, []float64{2}, e.metrics.latency[sharding.LaneHigh])
-		assert.Equal(t, []float64{0, 0}, e.metrics.latency[sharding.LaneLow])
+		assert.Equal(t, []float64{2}, e.metrics.duration[sharding.LaneHigh])
+		assert.Equal(t, []float64{0, 0}, e.metrics.duration[sharding.LaneLow])
 	})
 }
 

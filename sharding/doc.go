@@ -6,11 +6,15 @@
 // (node updates before pod updates, a pod keyed by its node's name), with
 // adds that never block, deduplication, and retries with backoff.
 //
+// Most callers set only the four required [Config] fields, call [New], start
+// [Dispatcher.Run] in a goroutine, and add items from their event handlers; a
+// handler returns an error to have its item retried.
+//
 // # Model
 //
 // A [Dispatcher] has Config.Shards shards, each with one worker and two FIFO
-// lanes. An item goes to shard [ShardFor](key, Shards), key being
-// Config.HighKey or Config.LowKey of the item. A worker handles one item at a
+// lanes. An item goes to shard [ShardFor](key, Shards), where key is what
+// Config.HighKey or Config.LowKey returns for it. A worker handles one item at a
 // time: the first queued high item if any (Config.MaxHighBurst can bound how
 // long low items wait), else the first queued low item.
 //
@@ -25,9 +29,10 @@
 //	waiting for a retry      the retry is cancelled; queued now at the back,
 //	                         attempts reset
 //
-// A failed attempt (see Config.HandleHigh) is retried after a backoff on
-// Config.Clock ([RetryPolicy]): when due, the item is queued at the back of
-// its lane, as if added at that instant; waiting, it holds back neither lane.
+// A failed attempt (see Config.HandleHigh) is retried after the wait
+// Config.Retry gives ([RetryPolicy]), on Config.Clock: when due, the item is queued at the back of
+// its lane, as if added at that instant. While it waits, it holds back
+// neither lane.
 // After the last attempt the item is dropped: logged, counted and passed to
 // Config.OnDrop. [Dispatcher.Run] says what happens at shutdown.
 //
@@ -43,12 +48,10 @@
 //
 // # Memory
 //
-// A lane's memory follows the number of items it holds (queued, being
-// handled or waiting for a retry), down as well as up: its FIFO halves when a
-// quarter full, and its map of item states is rebuilt to fit once down to a
-// quarter of its peak, so a burst of a million items handled while a few
-// wait for a retry does not keep the burst's memory. Both are amortised O(1)
-// per item, with no rebuild at every step when the size hovers.
+// A lane's memory follows the number of items it holds, down as well as up:
+// once a burst of a million items is handled, its memory is given back, even
+// while a few items still wait for a retry. Giving it back is amortised O(1)
+// per item.
 //
 // # Testing with a fake clock
 //

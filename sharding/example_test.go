@@ -145,7 +145,7 @@ func (c retryCounter) Inc() { c <- struct{}{} }
 // retryMetrics provides only the retries metric; nil means "not wanted".
 type retryMetrics struct{ retries retryCounter }
 
-func (retryMetrics) NewDepthMetric(sharding.Lane) sharding.Gauge       { return nil }
-func (retryMetrics) NewLatencyMetric(sharding.Lane) sharding.Histogram { return nil }
-func (m retryMetrics) NewRetriesMetric(sharding.Lane) sharding.Counter { return m.retries }
-func (retryMetrics) NewDropsMetric(sharding.Lane) sharding.Counter     { return nil }
+func (retryMetrics) NewDepthMetric(string, sharding.Lane) sharding.Gauge        { return nil }
+func (retryMetrics) NewDurationMetric(string, sharding.Lane) sharding.Histogram { return nil }
+func (m retryMetrics) NewRetriesMetric(string, sharding.Lane) sharding.Counter  { return m.retries }
+func (retryMetrics) NewDropsMetric(string, sharding.Lane) sharding.Counter      { return nil }

@@ -5,8 +5,8 @@ import "strconv"
 // Lane names one of a dispatcher's two priority lanes.
 type Lane uint8
 
-// The lanes: LaneHigh of items added with AddHigh (node updates, in the taint
-// manager), LaneLow of those added with AddLow (pod updates).
+// The lanes: LaneHigh holds the items added with AddHigh (in the taint
+// manager, node updates), LaneLow those added with AddLow (pod updates).
 const (
 	LaneHigh Lane = iota
 	LaneLow
@@ -39,16 +39,15 @@ type Histogram interface {
 	Observe(float64)
 }
 
-// MetricsProvider creates the metrics of one [Dispatcher], per lane, when
-// [New] runs; a method may return nil for a metric it does not want. Metrics
-// are called with no lock held, from any goroutine, so must be safe for
-// concurrent use. A depth gauge may be off by one while items move; it is
-// exact whenever the dispatcher is quiet.
+// MetricsProvider creates a dispatcher's metrics in [New], each for its name
+// (Config.Name) and a lane. A method may return nil, which records nothing.
+// Metrics must be safe for concurrent use and not block. A depth gauge may be
+// off by one while items move; it is exact whenever the dispatcher is quiet.
 type MetricsProvider interface {
-	NewDepthMetric(lane Lane) Gauge       // items queued: the lane's share of Len
-	NewLatencyMetric(lane Lane) Histogram // attempt durations, in seconds on the clock
-	NewRetriesMetric(lane Lane) Counter   // retries scheduled
-	NewDropsMetric(lane Lane) Counter     // items given up on or refused
+	NewDepthMetric(name string, lane Lane) Gauge        // items queued: the lane's share of Len
+	NewDurationMetric(name string, lane Lane) Histogram // attempt durations, in seconds on the clock
+	NewRetriesMetric(name string, lane Lane) Counter    // retries scheduled
+	NewDropsMetric(name string, lane Lane) Counter      // items given up on or refused
 }
 
 type noopMetric struct{}
@@ -59,30 +58,30 @@ func (noopMetric) Observe(float64) {}
 
 // laneMetrics holds the resolved metrics of one lane; none is nil.
 type laneMetrics struct {
-	depth   Gauge
-	latency Histogram
-	retries Counter
-	drops   Counter
-	// timed reports whether a latency histogram was given, so the handler
+	depth    Gauge
+	duration Histogram
+	retries  Counter
+	drops    Counter
+	// timed reports whether a duration histogram was given, so the handler
 	// is timed only when someone looks.
 	timed bool
 }
 
-func newLaneMetrics(p MetricsProvider, lane Lane) laneMetrics {
-	m := laneMetrics{depth: noopMetric{}, latency: noopMetric{}, retries: noopMetric{}, drops: noopMetric{}}
+func newLaneMetrics(p MetricsProvider, name string, lane Lane) laneMetrics {
+	m := laneMetrics{depth: noopMetric{}, duration: noopMetric{}, retries: noopMetric{}, drops: noopMetric{}}
 	if p == nil {
 		return m
 	}
-	if g := p.NewDepthMetric(lane); g != nil {
+	if g := p.NewDepthMetric(name, lane); g != nil {
 		m.depth = g
 	}
-	if h := p.NewLatencyMetric(lane); h != nil {
-		m.latency, m.timed = h, true
+	if h := p.NewDurationMetric(name, lane); h != nil {
+		m.duration, m.timed = h, true
 	}
-	if c := p.NewRetriesMetric(lane); c != nil {
+	if c := p.NewRetriesMetric(name, lane); c != nil {
 		m.retries = c
 	}
-	if c := p.NewDropsMetric(lane); c != nil {
+	if c := p.NewDropsMetric(name, lane); c != nil {
 		m.drops = c
 	}
 	return m

@@ -87,7 +87,7 @@ func TestLoggerNilMeansKlogGivenUsedAsIs(t *testing.T) {
 	runTwice(nil)
 	assert.Contains(t, buf.String(), "Run called more than once", "nil Logger: klog.Background()")
 
-	discard := logr.Discard()
+	discard := logr.Discard() // as Config.Logger's doc says to silence a dispatcher
 	runTwice(&discard)
 	assert.Empty(t, buf.String(), "logr.Discard() wrote to klog")
 

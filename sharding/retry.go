@@ -1,83 +1,53 @@
 package sharding
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/taintkit/taintkit/internal/backoff"
 )
 
-// Defaults for the zero fields of a [RetryPolicy]: five attempts in all,
-// backing off from a second, doubling, up to a minute.
+// Defaults for the zero fields of a [RetryPolicy].
 const (
-	DefaultMaxAttempts    = 5
+	DefaultMaxAttempts    = 5 // one attempt and four retries
 	DefaultInitialBackoff = time.Second
 	DefaultMaxBackoff     = time.Minute
 )
 
-// RetryPolicy says when a failed item is tried again. The first retry waits
-// InitialBackoff on the dispatcher's clock after the failed attempt returned,
-// each next one twice as long, capped at MaxBackoff, with no jitter. After
-// MaxAttempts attempts in all, the item is dropped.
-//
-// Zero fields take the Default constants. New rejects negative values, and a
-// MaxBackoff below InitialBackoff when both are set.
+// The defaults are internal/backoff's, shared with package timedqueue: a
+// conversion of a negative constant to uint fails to compile if they drift.
+const _ = uint(DefaultMaxAttempts-backoff.DefaultMaxAttempts) + uint(backoff.DefaultMaxAttempts-DefaultMaxAttempts) +
+	uint(DefaultInitialBackoff-backoff.DefaultInitialBackoff) + uint(backoff.DefaultInitialBackoff-DefaultInitialBackoff) +
+	uint(DefaultMaxBackoff-backoff.DefaultMaxBackoff) + uint(backoff.DefaultMaxBackoff-DefaultMaxBackoff)
+
+// RetryPolicy says when a failed attempt is tried again: after the wait
+// [RetryPolicy.Backoff] gives, on the clock from the attempt's return, up to
+// MaxAttempts attempts in all. Zero fields take the Default constants, but a MaxBackoff set alone below
+// DefaultInitialBackoff makes every wait MaxBackoff, and an InitialBackoff set
+// alone above DefaultMaxBackoff makes every wait InitialBackoff. New rejects
+// negative fields, and a MaxBackoff below InitialBackoff when both are set.
 type RetryPolicy struct {
-	// MaxAttempts counts the first: 1 means no retry.
-	MaxAttempts int
-	// InitialBackoff is the first wait; zero means DefaultInitialBackoff,
-	// or MaxBackoff if that is set and smaller.
-	InitialBackoff time.Duration
-	// MaxBackoff caps the wait; zero means DefaultMaxBackoff, or
-	// InitialBackoff if that is larger.
-	MaxBackoff time.Duration
+	MaxAttempts    int           // counts the first attempt: 1 means no retry
+	InitialBackoff time.Duration // the wait after the first failure
+	MaxBackoff     time.Duration // caps every wait
+}
+
+// Backoff returns the wait after the n-th failed attempt (n < 1 counts as
+// 1): InitialBackoff doubled n-1 times, capped at MaxBackoff, zero fields
+// taking the defaults; the default policy's if New would reject p.
+func (p RetryPolicy) Backoff(n int) time.Duration {
+	return backoff.Policy(p).Backoff(n)
 }
 
 // validate reports the first invalid field of p.
-func (p RetryPolicy) validate() error {
-	switch {
-	case p.MaxAttempts < 0:
-		return fmt.Errorf("sharding: Retry.MaxAttempts must not be negative, got %d", p.MaxAttempts)
-	case p.InitialBackoff < 0:
-		return fmt.Errorf("sharding: Retry.InitialBackoff must not be negative, got %v", p.InitialBackoff)
-	case p.MaxBackoff < 0:
-		return fmt.Errorf("sharding: Retry.MaxBackoff must not be negative, got %v", p.MaxBackoff)
-	case p.MaxBackoff != 0 && p.InitialBackoff != 0 && p.MaxBackoff < p.InitialBackoff:
-		return fmt.Errorf("sharding: Retry.MaxBackoff must not be less than Retry.InitialBackoff (%v), got %v",
-			p.InitialBackoff, p.MaxBackoff)
-	}
-	return nil
-}
+func (p RetryPolicy) validate() error { return backoff.Policy(p).Check("sharding", "Retry") }
 
 // withDefaults returns p with its zero fields replaced by the defaults.
 // p must be valid.
-func (p RetryPolicy) withDefaults() RetryPolicy {
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultMaxAttempts
-	}
-	if p.InitialBackoff == 0 {
-		p.InitialBackoff = DefaultInitialBackoff
-		if p.MaxBackoff != 0 {
-			p.InitialBackoff = min(DefaultInitialBackoff, p.MaxBackoff)
-		}
-	}
-	if p.MaxBackoff == 0 {
-		p.MaxBackoff = max(DefaultMaxBackoff, p.InitialBackoff)
-	}
-	return p
-}
+func (p RetryPolicy) withDefaults() RetryPolicy { return RetryPolicy(backoff.Policy(p).WithDefaults()) }
 
-// backoff returns the wait after the failures-th failed attempt (1-based):
-// InitialBackoff doubled failures-1 times, capped at MaxBackoff. It never
-// overflows. p must have its defaults applied.
-func (p RetryPolicy) backoff(failures int) time.Duration {
-	d := p.InitialBackoff
-	for i := 1; i < failures; i++ {
-		if d > p.MaxBackoff/2 {
-			return p.MaxBackoff
-		}
-		d *= 2
-	}
-	return min(d, p.MaxBackoff)
-}
+// backoff returns the wait after the failures-th failed attempt (1-based).
+// p must have its defaults applied.
+func (p RetryPolicy) backoff(failures int) time.Duration { return backoff.Policy(p).Wait(failures) }
 
 // retryEntry is a retry waiting in a lane's heap: item, of shard, is queued
 // again at due, unless its state's gen no longer matches (then the entry is

@@ -58,35 +58,6 @@ func TestRetryHeapOrder(t *testing.T) {
 	assert.LessOrEqual(t, cap(h), 64, "heap storage not released")
 }
 
-func TestBackoff(t *testing.T) {
-	p := RetryPolicy{InitialBackoff: time.Second, MaxBackoff: 10 * time.Second}.withDefaults()
-	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
-	for i, w := range want {
-		assert.Equal(t, w, p.backoff(i+1), "backoff(%d)", i+1)
-	}
-	huge := RetryPolicy{InitialBackoff: time.Hour, MaxBackoff: 1<<63 - 1}.withDefaults()
-	assert.Equal(t, time.Duration(1<<63-1), huge.backoff(200), "must cap, not overflow")
-
-	def := RetryPolicy{}.withDefaults()
-	assert.Equal(t, RetryPolicy{MaxAttempts: DefaultMaxAttempts, InitialBackoff: DefaultInitialBackoff, MaxBackoff: DefaultMaxBackoff}, def)
-	big := RetryPolicy{InitialBackoff: 2 * time.Hour}.withDefaults()
-	assert.Equal(t, 2*time.Hour, big.MaxBackoff, "zero MaxBackoff below InitialBackoff takes InitialBackoff")
-}
-
-// TestBackoffWithOnlyMaxBackoff pins the documented defaults when only
-// MaxBackoff is set: InitialBackoff is min(DefaultInitialBackoff, MaxBackoff).
-func TestBackoffWithOnlyMaxBackoff(t *testing.T) {
-	small := RetryPolicy{MaxBackoff: 100 * time.Millisecond}.withDefaults()
-	assert.Equal(t, 100*time.Millisecond, small.InitialBackoff)
-	for i := 1; i <= 4; i++ {
-		assert.Equal(t, 100*time.Millisecond, small.backoff(i), "backoff(%d)", i)
-	}
-	large := RetryPolicy{MaxBackoff: 5 * time.Second}.withDefaults()
-	assert.Equal(t, DefaultInitialBackoff, large.InitialBackoff)
-	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second},
-		[]time.Duration{large.backoff(1), large.backoff(2), large.backoff(3), large.backoff(4)})
-}
-
 // TestLaneGivesMemoryBack: after a mass of items is handled while a few wait
 // for a retry, the lane's map must not keep the mass's memory; and a lane
 // whose size then hovers around the rebuild threshold must not rebuild (and

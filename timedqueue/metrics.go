@@ -1,32 +1,33 @@
 package timedqueue
 
-// Counter is a monotonically increasing metric.
+// Counter is a metric that only goes up; a prometheus.Counter satisfies it.
 type Counter interface {
 	Inc()
 }
 
-// Gauge is a metric that goes up and down.
+// Gauge is a metric that goes up and down; a prometheus.Gauge satisfies it.
 type Gauge interface {
 	Inc()
 	Dec()
 }
 
-// Histogram records observations.
+// Histogram records observations; a prometheus.Histogram satisfies it.
 type Histogram interface {
 	Observe(float64)
 }
 
-// MetricsProvider makes the metrics of a queue named by [WithName]. Metrics
-// must be safe for concurrent use and not block; nil records nothing.
+// MetricsProvider creates a queue's metrics in [New], each for the queue's
+// name ([WithName]). A method may return nil, which records nothing. Metrics
+// must be safe for concurrent use and not block.
 type MetricsProvider interface {
-	NewPendingMetric(name string) Gauge // pending and backing-off schedules
-	NewRunningMetric(name string) Gauge // attempts in flight, withdrawn ones included
-	NewAddsMetric(name string) Counter  // schedules made
-	NewRetriesMetric(name string) Counter
-	NewFailuresMetric(name string) Counter       // schedules that finally failed (see FailureFunc)
-	NewDropsMetric(name string) Counter          // schedules dropped by Shutdown
-	NewLatenessMetric(name string) Histogram     // start − FireAt of first attempts, in seconds
-	NewWorkDurationMetric(name string) Histogram // of each attempt, in seconds
+	NewDepthMetric(name string) Gauge        // pending and backing-off schedules
+	NewRunningMetric(name string) Gauge      // attempts in flight, withdrawn ones included
+	NewAddsMetric(name string) Counter       // schedules made
+	NewRetriesMetric(name string) Counter    // retries scheduled
+	NewFailuresMetric(name string) Counter   // schedules that finally failed (see FailureFunc)
+	NewDropsMetric(name string) Counter      // schedules dropped by Shutdown
+	NewLatenessMetric(name string) Histogram // start − FireAt of first attempts, in seconds
+	NewDurationMetric(name string) Histogram // attempt durations, in seconds on the clock
 }
 
 type noopMetric struct{}
@@ -37,14 +38,14 @@ func (noopMetric) Observe(float64) {}
 
 type noopProvider struct{}
 
-func (noopProvider) NewPendingMetric(string) Gauge          { return noopMetric{} }
-func (noopProvider) NewRunningMetric(string) Gauge          { return noopMetric{} }
-func (noopProvider) NewAddsMetric(string) Counter           { return noopMetric{} }
-func (noopProvider) NewRetriesMetric(string) Counter        { return noopMetric{} }
-func (noopProvider) NewFailuresMetric(string) Counter       { return noopMetric{} }
-func (noopProvider) NewDropsMetric(string) Counter          { return noopMetric{} }
-func (noopProvider) NewLatenessMetric(string) Histogram     { return noopMetric{} }
-func (noopProvider) NewWorkDurationMetric(string) Histogram { return noopMetric{} }
+func (noopProvider) NewDepthMetric(string) Gauge        { return noopMetric{} }
+func (noopProvider) NewRunningMetric(string) Gauge      { return noopMetric{} }
+func (noopProvider) NewAddsMetric(string) Counter       { return noopMetric{} }
+func (noopProvider) NewRetriesMetric(string) Counter    { return noopMetric{} }
+func (noopProvider) NewFailuresMetric(string) Counter   { return noopMetric{} }
+func (noopProvider) NewDropsMetric(string) Counter      { return noopMetric{} }
+func (noopProvider) NewLatenessMetric(string) Histogram { return noopMetric{} }
+func (noopProvider) NewDurationMetric(string) Histogram { return noopMetric{} }
 
 // metrics holds one queue's metrics; nil results from a provider become no-ops.
 type metrics struct {
@@ -56,14 +57,14 @@ type metrics struct {
 
 func newMetrics(p MetricsProvider, name string) metrics {
 	m := metrics{
-		pending:      p.NewPendingMetric(name),
+		pending:      p.NewDepthMetric(name),
 		running:      p.NewRunningMetric(name),
 		adds:         p.NewAddsMetric(name),
 		retries:      p.NewRetriesMetric(name),
 		failures:     p.NewFailuresMetric(name),
 		drops:        p.NewDropsMetric(name),
 		lateness:     p.NewLatenessMetric(name),
-		workDuration: p.NewWorkDurationMetric(name),
+		workDuration: p.NewDurationMetric(name),
 	}
 	for _, g := range []*Gauge{&m.pending, &m.running} {
 		if *g == nil {

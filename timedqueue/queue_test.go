@@ -533,6 +533,7 @@ func TestPanicRecovered(t *testing.T) {
 		var pe *timedqueue.PanicError
 		require.ErrorAs(t, calls[0].err, &pe)
 		assert.Equal(t, "boom a", pe.Value)
+		assert.Equal(t, "timedqueue: panic: boom a", pe.Error())
 		assert.Contains(t, string(pe.Stack), "fake).work")
 		// The queue still works.
 		q.AddWork("b", t0, clk.Now())
@@ -563,7 +564,7 @@ func TestGoexitInWorkFunc(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, []string{"exit", "next"}, ran)
 		require.Len(t, fl.get(), 1)
-		assert.ErrorContains(t, fl.get()[0].err, "Goexit")
+		assert.ErrorIs(t, fl.get()[0].err, timedqueue.ErrGoexit)
 		require.NoError(t, q.Shutdown(context.Background()))
 	})
 }
@@ -709,7 +710,7 @@ func TestShutdown(t *testing.T) {
 			step(clk, time.Hour)
 			assert.Equal(t, 2, m.get("drops"))
 			assert.Equal(t, 1, m.get("failures"))
-			assert.Equal(t, 0, m.get("pending"))
+			assert.Equal(t, 0, m.get("depth"))
 			assert.Equal(t, 0, m.get("running"))
 			require.NoError(t, q.Shutdown(context.Background()), "idempotent")
 			assert.Equal(t, 0, clk.Waiters())
@@ -820,7 +821,7 @@ func TestNewErrors(t *testing.T) {
 		{"negative attempts", work, []timedqueue.Option{timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: -1})}, "MaxAttempts must not be negative, got -1"},
 		{"negative initial", work, []timedqueue.Option{timedqueue.WithRetry(timedqueue.RetryPolicy{InitialBackoff: -time.Second})}, "InitialBackoff must not be negative, got -1s"},
 		{"negative max", work, []timedqueue.Option{timedqueue.WithRetry(timedqueue.RetryPolicy{MaxBackoff: -time.Second})}, "MaxBackoff must not be negative, got -1s"},
-		{"max below initial", work, []timedqueue.Option{timedqueue.WithRetry(timedqueue.RetryPolicy{InitialBackoff: time.Minute, MaxBackoff: time.Second})}, "MaxBackoff (1s) must not be less than InitialBackoff (1m0s)"},
+		{"max below initial", work, []timedqueue.Option{timedqueue.WithRetry(timedqueue.RetryPolicy{InitialBackoff: time.Minute, MaxBackoff: time.Second})}, "timedqueue: RetryPolicy.MaxBackoff (1s) must not be less than RetryPolicy.InitialBackoff (1m0s)"},
 		{"negative timeout", work, []timedqueue.Option{timedqueue.WithAttemptTimeout(-1)}, "AttemptTimeout must not be negative, got -1ns"},
 		{"nil metrics", work, []timedqueue.Option{timedqueue.WithMetricsProvider(nil)}, "provider must not be nil"},
 		{"nil option", work, []timedqueue.Option{nil}, "nil Option"},
@@ -847,14 +848,14 @@ func TestMetrics(t *testing.T) {
 		q.AddWork("b", t0, t0.Add(time.Hour))
 		q.UpdateWork("b", t0, t0.Add(2*time.Hour))
 		assert.Equal(t, 3, m.get("adds"))
-		assert.Equal(t, 2, m.get("pending"))
+		assert.Equal(t, 2, m.get("depth"))
 		step(clk, 3*time.Second) // a: late by 2s, fails; retried at +4s
 		assert.Equal(t, 1, m.get("retries"))
-		assert.Equal(t, 2, m.get("pending"))
+		assert.Equal(t, 2, m.get("depth"))
 		gate := f.setGate("a")
 		step(clk, time.Second)
 		assert.Equal(t, 1, m.get("running"))
-		assert.Equal(t, 1, m.get("pending"))
+		assert.Equal(t, 1, m.get("depth"))
 		close(gate)
 		synctest.Wait()
 		assert.Equal(t, 0, m.get("running"))
@@ -900,7 +901,7 @@ func (p *countingProvider) observations(name string) []float64 {
 	return p.obs[name]
 }
 
-func (p *countingProvider) NewPendingMetric(string) timedqueue.Gauge   { return cmetric{p, "pending"} }
+func (p *countingProvider) NewDepthMetric(string) timedqueue.Gauge     { return cmetric{p, "depth"} }
 func (p *countingProvider) NewRunningMetric(string) timedqueue.Gauge   { return cmetric{p, "running"} }
 func (p *countingProvider) NewAddsMetric(string) timedqueue.Counter    { return cmetric{p, "adds"} }
 func (p *countingProvider) NewRetriesMetric(string) timedqueue.Counter { return cmetric{p, "retries"} }
@@ -911,7 +912,7 @@ func (p *countingProvider) NewDropsMetric(string) timedqueue.Counter { return cm
 func (p *countingProvider) NewLatenessMetric(string) timedqueue.Histogram {
 	return cmetric{p, "lateness"}
 }
-func (p *countingProvider) NewWorkDurationMetric(string) timedqueue.Histogram {
+func (p *countingProvider) NewDurationMetric(string) timedqueue.Histogram {
 	return cmetric{p, "duration"}
 }
 

@@ -2,8 +2,9 @@ package timedqueue
 
 import (
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/taintkit/taintkit/internal/backoff"
 )
 
 // Defaults for the zero fields of a [RetryPolicy].
@@ -13,72 +14,45 @@ const (
 	DefaultMaxBackoff     = time.Minute
 )
 
-// RetryPolicy says how failed attempts are retried: the n-th failure waits
-// InitialBackoff·2^(n-1), capped at MaxBackoff, with no jitter, up to
-// MaxAttempts attempts (1: no retry). Zero fields take the defaults, but a
-// zero backoff never crosses the other one.
+// The defaults are internal/backoff's, shared with package sharding: a
+// conversion of a negative constant to uint fails to compile if they drift.
+const _ = uint(DefaultMaxAttempts-backoff.DefaultMaxAttempts) + uint(backoff.DefaultMaxAttempts-DefaultMaxAttempts) +
+	uint(DefaultInitialBackoff-backoff.DefaultInitialBackoff) + uint(backoff.DefaultInitialBackoff-DefaultInitialBackoff) +
+	uint(DefaultMaxBackoff-backoff.DefaultMaxBackoff) + uint(backoff.DefaultMaxBackoff-DefaultMaxBackoff)
+
+// RetryPolicy says when a failed attempt is tried again: after the wait
+// [RetryPolicy.Backoff] gives, on the clock from the attempt's return, up to
+// MaxAttempts attempts in all. Zero fields take the Default constants, but a MaxBackoff set alone below
+// DefaultInitialBackoff makes every wait MaxBackoff, and an InitialBackoff set
+// alone above DefaultMaxBackoff makes every wait InitialBackoff. New rejects
+// negative fields, and a MaxBackoff below InitialBackoff when both are set.
 type RetryPolicy struct {
-	MaxAttempts    int
-	InitialBackoff time.Duration
-	MaxBackoff     time.Duration
+	MaxAttempts    int           // counts the first attempt: 1 means no retry
+	InitialBackoff time.Duration // the wait after the first failure
+	MaxBackoff     time.Duration // caps every wait
+}
+
+// Backoff returns the wait after the n-th failed attempt (n < 1 counts as
+// 1): InitialBackoff doubled n-1 times, capped at MaxBackoff, zero fields
+// taking the defaults; the default policy's if New would reject p. It is for work that keeps
+// a count of its own and waits with [RetryAt].
+func (p RetryPolicy) Backoff(n int) time.Duration {
+	return backoff.Policy(p).Backoff(n)
 }
 
 // normalize validates p and fills in its zero fields.
 func (p RetryPolicy) normalize() (RetryPolicy, error) {
-	switch {
-	case p.MaxAttempts < 0:
-		return p, fmt.Errorf("timedqueue: RetryPolicy.MaxAttempts must not be negative, got %d", p.MaxAttempts)
-	case p.InitialBackoff < 0:
-		return p, fmt.Errorf("timedqueue: RetryPolicy.InitialBackoff must not be negative, got %v", p.InitialBackoff)
-	case p.MaxBackoff < 0:
-		return p, fmt.Errorf("timedqueue: RetryPolicy.MaxBackoff must not be negative, got %v", p.MaxBackoff)
-	case p.MaxBackoff != 0 && p.InitialBackoff != 0 && p.MaxBackoff < p.InitialBackoff:
-		return p, fmt.Errorf("timedqueue: RetryPolicy.MaxBackoff (%v) must not be less than InitialBackoff (%v)", p.MaxBackoff, p.InitialBackoff)
+	b := backoff.Policy(p)
+	if err := b.Check("timedqueue", "RetryPolicy"); err != nil {
+		return p, err
 	}
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = DefaultMaxAttempts
-	}
-	if p.InitialBackoff == 0 {
-		p.InitialBackoff = DefaultInitialBackoff
-		if p.MaxBackoff != 0 {
-			// A MaxBackoff alone below the default caps every wait, as in
-			// package sharding, rather than failing New.
-			p.InitialBackoff = min(p.InitialBackoff, p.MaxBackoff)
-		}
-	}
-	if p.MaxBackoff == 0 {
-		p.MaxBackoff = max(DefaultMaxBackoff, p.InitialBackoff)
-	}
-	if p.MaxBackoff < p.InitialBackoff {
-		return p, fmt.Errorf("timedqueue: RetryPolicy.MaxBackoff (%v) must not be less than InitialBackoff (%v)", p.MaxBackoff, p.InitialBackoff)
-	}
-	return p, nil
-}
-
-// Backoff returns the wait p puts after the n-th failed attempt (n ≥ 1;
-// smaller n count as 1), its zero fields taking the defaults:
-// InitialBackoff·2^(n-1), capped at MaxBackoff. It is for work that keeps a
-// count of its own and waits with [RetryAt], in step with the queue's
-// retries. An invalid p (one [New] refuses) waits as the default policy.
-func (p RetryPolicy) Backoff(n int) time.Duration {
-	q, err := p.normalize()
-	if err != nil {
-		q, _ = RetryPolicy{}.normalize()
-	}
-	return q.backoff(max(n, 1))
+	return RetryPolicy(b.WithDefaults()), nil
 }
 
 // backoff returns the wait after the failed-th failed attempt (failed ≥ 1).
 // p must be normalized.
 func (p RetryPolicy) backoff(failed int) time.Duration {
-	d := p.InitialBackoff
-	for i := 1; i < failed && d < p.MaxBackoff; i++ {
-		d *= 2 // cannot overflow: d < MaxBackoff ≤ MaxInt64, and we stop once d ≥ MaxBackoff
-		if d <= 0 {
-			return p.MaxBackoff
-		}
-	}
-	return min(d, p.MaxBackoff)
+	return backoff.Policy(p).Wait(failed)
 }
 
 // permanentError marks an error as not worth retrying.

@@ -9,20 +9,18 @@ import (
 	"time"
 )
 
-// PanicError is the error of a work func that panicked.
+// PanicError is the error of an attempt whose work func panicked.
 type PanicError struct {
-	Value any    // passed to panic
-	Stack []byte // of the panicking goroutine, from debug.Stack
+	Value any    // what was passed to panic
+	Stack []byte // the stack at the panic, as runtime/debug.Stack gives it
 }
 
-// Error returns the panic value, without the stack.
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("timedqueue: work func panicked: %v", e.Value)
-}
+// Error returns "timedqueue: panic: " followed by the panic value.
+func (e *PanicError) Error() string { return fmt.Sprintf("timedqueue: panic: %v", e.Value) }
 
-// errGoexit fails an attempt whose work func called runtime.Goexit (for example
-// through t.FailNow in a test).
-var errGoexit = errors.New("timedqueue: work func called runtime.Goexit")
+// ErrGoexit is the error of an attempt whose work func called runtime.Goexit,
+// as t.FailNow does. The attempt fails as if the work func had returned it.
+var ErrGoexit = errors.New("timedqueue: work func called runtime.Goexit")
 
 // attempt is one run of a work func.
 type attempt[K comparable] struct {
@@ -318,7 +316,7 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 		if !inWork {
 			return
 		}
-		if next := q.finish(a, errGoexit); next != nil {
+		if next := q.finish(a, ErrGoexit); next != nil {
 			go q.worker(next)
 		}
 	}()

@@ -12,8 +12,8 @@ import (
 )
 
 // Metric names, all prefixed taintkit_. Labels: queue (the timed queue's
-// name), lane ("high": nodes, "low": pods), outcome (see
-// [MetricEvictions]).
+// name), dispatcher (the dispatcher's name), lane ("high": nodes, "low":
+// pods), outcome (see [MetricEvictions]).
 const (
 	// MetricEvictionsPending is a gauge: evictions scheduled, running or
 	// waiting for a retry (the eviction queue's depth).
@@ -63,7 +63,7 @@ const (
 	MetricQueueLateness     = "taintkit_timedqueue_lateness_seconds"
 	MetricQueueWorkDuration = "taintkit_timedqueue_work_duration_seconds"
 
-	// Metrics of a sharding.Dispatcher (label lane).
+	// Metrics of a sharding.Dispatcher (labels dispatcher and lane).
 	MetricDispatcherDepth          = "taintkit_dispatcher_depth"
 	MetricDispatcherHandleDuration = "taintkit_dispatcher_handle_duration_seconds"
 	MetricDispatcherRetries        = "taintkit_dispatcher_retries_total"
@@ -101,14 +101,14 @@ var _ manager.Metrics = (*Metrics)(nil)
 // NewMetrics registers the controller's metrics on reg and returns them,
 // or the registration errors. Register them once per registry.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	gauge := func(name, help, label string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{label})
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 	}
-	counter := func(name, help, label string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	}
-	histogram := func(name, help, label string, buckets []float64) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, []string{label})
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	}
 	// 1 ms to ~33 s: a handler or an API call, and how late a timer fires.
 	buckets := prometheus.ExponentialBuckets(0.001, 2, 16)
@@ -122,12 +122,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		qRetries:      counter(MetricQueueRetries, "Failed attempts that will be retried.", "queue"),
 		qFailures:     counter(MetricQueueFailures, "Schedules that finally failed.", "queue"),
 		qDrops:        counter(MetricQueueDrops, "Schedules dropped at shutdown before they ran.", "queue"),
-		qLateness:     histogram(MetricQueueLateness, "Start of a schedule's first attempt minus its fire time, in seconds.", "queue", buckets),
-		qWorkDuration: histogram(MetricQueueWorkDuration, "Duration of each attempt, in seconds.", "queue", buckets),
-		dDepth:        gauge(MetricDispatcherDepth, "Items queued in a lane, over all shards.", "lane"),
-		dDuration:     histogram(MetricDispatcherHandleDuration, "Duration of each handler attempt, in seconds.", "lane", buckets),
-		dRetries:      counter(MetricDispatcherRetries, "Retries scheduled after a failed handler attempt.", "lane"),
-		dDrops:        counter(MetricDispatcherDrops, "Items given up on.", "lane"),
+		qLateness:     histogram(MetricQueueLateness, "Start of a schedule's first attempt minus its fire time, in seconds.", buckets, "queue"),
+		qWorkDuration: histogram(MetricQueueWorkDuration, "Duration of each attempt, in seconds.", buckets, "queue"),
+		dDepth:        gauge(MetricDispatcherDepth, "Items queued in a lane, over all shards.", "dispatcher", "lane"),
+		dDuration:     histogram(MetricDispatcherHandleDuration, "Duration of each handler attempt, in seconds.", buckets, "dispatcher", "lane"),
+		dRetries:      counter(MetricDispatcherRetries, "Retries scheduled after a failed handler attempt.", "dispatcher", "lane"),
+		dDrops:        counter(MetricDispatcherDrops, "Items given up on.", "dispatcher", "lane"),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricLeader,
 			Help: "1 while this replica's manager runs (it holds the lease, or leader election is off), else 0."}),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricEvictionDelay,
@@ -182,14 +182,16 @@ func (m *Metrics) BudgetWait(seconds float64) { m.budgetWait.Observe(seconds) }
 func (m *Metrics) Queue() timedqueue.MetricsProvider { return queueMetrics{m} }
 
 // Dispatcher returns the metrics provider to give a dispatcher
-// (sharding.Config.Metrics); the lane is the lane label.
+// (sharding.Config.Metrics); its name and lane are the dispatcher and lane
+// labels.
 func (m *Metrics) Dispatcher() sharding.MetricsProvider { return dispatcherMetrics{m} }
 
 // queueMetrics and dispatcherMetrics are two views of one Metrics: the two
-// interfaces have methods of the same names with different parameters.
+// interfaces have methods of the same names, a dispatcher's taking a lane
+// besides the name.
 type queueMetrics struct{ m *Metrics }
 
-func (q queueMetrics) NewPendingMetric(name string) timedqueue.Gauge {
+func (q queueMetrics) NewDepthMetric(name string) timedqueue.Gauge {
 	return q.m.qPending.WithLabelValues(name)
 }
 func (q queueMetrics) NewRunningMetric(name string) timedqueue.Gauge {
@@ -210,23 +212,23 @@ func (q queueMetrics) NewDropsMetric(name string) timedqueue.Counter {
 func (q queueMetrics) NewLatenessMetric(name string) timedqueue.Histogram {
 	return q.m.qLateness.WithLabelValues(name)
 }
-func (q queueMetrics) NewWorkDurationMetric(name string) timedqueue.Histogram {
+func (q queueMetrics) NewDurationMetric(name string) timedqueue.Histogram {
 	return q.m.qWorkDuration.WithLabelValues(name)
 }
 
 type dispatcherMetrics struct{ m *Metrics }
 
-func (d dispatcherMetrics) NewDepthMetric(lane sharding.Lane) sharding.Gauge {
-	return d.m.dDepth.WithLabelValues(lane.String())
+func (d dispatcherMetrics) NewDepthMetric(name string, lane sharding.Lane) sharding.Gauge {
+	return d.m.dDepth.WithLabelValues(name, lane.String())
 }
-func (d dispatcherMetrics) NewLatencyMetric(lane sharding.Lane) sharding.Histogram {
-	return d.m.dDuration.WithLabelValues(lane.String())
+func (d dispatcherMetrics) NewDurationMetric(name string, lane sharding.Lane) sharding.Histogram {
+	return d.m.dDuration.WithLabelValues(name, lane.String())
 }
-func (d dispatcherMetrics) NewRetriesMetric(lane sharding.Lane) sharding.Counter {
-	return d.m.dRetries.WithLabelValues(lane.String())
+func (d dispatcherMetrics) NewRetriesMetric(name string, lane sharding.Lane) sharding.Counter {
+	return d.m.dRetries.WithLabelValues(name, lane.String())
 }
-func (d dispatcherMetrics) NewDropsMetric(lane sharding.Lane) sharding.Counter {
-	return d.m.dDrops.WithLabelValues(lane.String())
+func (d dispatcherMetrics) NewDropsMetric(name string, lane sharding.Lane) sharding.Counter {
+	return d.m.dDrops.WithLabelValues(name, lane.String())
 }
 
 // statsCollector reads the manager's Stats at scrape time: they are

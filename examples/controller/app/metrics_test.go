@@ -228,6 +228,7 @@ func TestMetricsDispatcher(t *testing.T) {
 			Clock:   clk,
 			Retry:   sharding.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Second, MaxBackoff: time.Second},
 			Metrics: m.Dispatcher(),
+			Name:    "updates",
 		})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(t.Context())
@@ -246,19 +247,19 @@ func TestMetricsDispatcher(t *testing.T) {
 		d.AddHigh("node-2")
 		d.AddLow("default/web")
 		synctest.Wait()
-		requireValue(t, reg, 1, app.MetricDispatcherDepth, "lane", "high")
-		requireValue(t, reg, 1, app.MetricDispatcherDepth, "lane", "low")
+		requireValue(t, reg, 1, app.MetricDispatcherDepth, "dispatcher", "updates", "lane", "high")
+		requireValue(t, reg, 1, app.MetricDispatcherDepth, "dispatcher", "updates", "lane", "low")
 
 		close(release)
 		synctest.Wait()
-		requireValue(t, reg, 0, app.MetricDispatcherDepth, "lane", "high")
-		requireValue(t, reg, 2, app.MetricDispatcherHandleDuration, "lane", "high")
-		requireValue(t, reg, 1, app.MetricDispatcherRetries, "lane", "low")
+		requireValue(t, reg, 0, app.MetricDispatcherDepth, "dispatcher", "updates", "lane", "high")
+		requireValue(t, reg, 2, app.MetricDispatcherHandleDuration, "dispatcher", "updates", "lane", "high")
+		requireValue(t, reg, 1, app.MetricDispatcherRetries, "dispatcher", "updates", "lane", "low")
 
 		clk.Step(time.Second) // the second and last attempt fails too
 		synctest.Wait()
 		assert.Equal(t, 2, failures)
-		requireValue(t, reg, 1, app.MetricDispatcherDrops, "lane", "low")
-		requireValue(t, reg, 0, app.MetricDispatcherDepth, "lane", "low")
+		requireValue(t, reg, 1, app.MetricDispatcherDrops, "dispatcher", "updates", "lane", "low")
+		requireValue(t, reg, 0, app.MetricDispatcherDepth, "dispatcher", "updates", "lane", "low")
 	})
 }

@@ -122,7 +122,7 @@ type Config struct {
 	// named "noexecute-evictions".
 	QueueMetrics timedqueue.MetricsProvider
 	// DispatcherMetrics, if not nil, receives the metrics of the dispatcher
-	// of node and pod updates.
+	// of node and pod updates, named "noexecute-updates".
 	DispatcherMetrics sharding.MetricsProvider
 
 	// TrackIdle makes the manager track its outstanding work so that

@@ -149,11 +149,11 @@ type idleMetrics struct {
 	next timedqueue.MetricsProvider
 }
 
-func (p idleMetrics) NewPendingMetric(n string) timedqueue.Gauge {
+func (p idleMetrics) NewDepthMetric(n string) timedqueue.Gauge {
 	if p.next == nil {
 		return nil
 	}
-	return p.next.NewPendingMetric(n)
+	return p.next.NewDepthMetric(n)
 }
 func (p idleMetrics) NewRunningMetric(n string) timedqueue.Gauge {
 	if p.next != nil {
@@ -193,11 +193,11 @@ func (p idleMetrics) NewLatenessMetric(n string) timedqueue.Histogram {
 	}
 	return p.next.NewLatenessMetric(n)
 }
-func (p idleMetrics) NewWorkDurationMetric(n string) timedqueue.Histogram {
+func (p idleMetrics) NewDurationMetric(n string) timedqueue.Histogram {
 	if p.next == nil {
 		return nil
 	}
-	return p.next.NewWorkDurationMetric(n)
+	return p.next.NewDurationMetric(n)
 }
 
 type teeGauge struct{ a, b timedqueue.Gauge }

@@ -144,6 +144,7 @@ func New(cfg Config) (*Manager, error) {
 		Logger:     &m.log,
 		OnDrop:     m.dropped,
 		Metrics:    cfg.DispatcherMetrics,
+		Name:       "noexecute-updates",
 	})
 	if err != nil {
 		_ = q.Shutdown(context.Background())
