@@ -121,14 +121,14 @@ func (g *goexitOnce) Observe(float64) {
 
 type goexitProvider struct{ h *goexitOnce }
 
-func (goexitProvider) NewPendingMetric(string) timedqueue.Gauge        { return nil }
+func (goexitProvider) NewDepthMetric(string) timedqueue.Gauge        { return nil }
 func (goexitProvider) NewRunningMetric(string) timedqueue.Gauge        { return nil }
 func (goexitProvider) NewAddsMetric(string) timedqueue.Counter         { return nil }
 func (goexitProvider) NewRetriesMetric(string) timedqueue.Counter      { return nil }
 func (goexitProvider) NewFailuresMetric(string) timedqueue.Counter     { return nil }
 func (goexitProvider) NewDropsMetric(string) timedqueue.Counter        { return nil }
 func (p goexitProvider) NewLatenessMetric(string) timedqueue.Histogram { return p.h }
-func (goexitProvider) NewWorkDurationMetric(string) timedqueue.Histogram {
+func (goexitProvider) NewDurationMetric(string) timedqueue.Histogram {
 	return nil
 }
 
