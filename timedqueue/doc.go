@@ -3,10 +3,14 @@
 // the Kubernetes taint manager's TimedWorkerQueue without a goroutine and a
 // timer per item.
 //
+// Most callers should call [TimedWorkerQueue.UpdateWork] each time a key's
+// time is decided (it schedules, or moves a schedule earlier or later),
+// [TimedWorkerQueue.CancelWork] when no run is due any more, and Shutdown at
+// the end; AddWork keeps the first time given, as the original did.
+//
 // # Model
 //
-// A key has at most one live schedule, made by [TimedWorkerQueue.Schedule] or
-// [TimedWorkerQueue.Reschedule] to run its work no earlier than FireAt:
+// A key has at most one live schedule, to run its work no earlier than FireAt:
 //
 //	state        meaning                                     GetWorker  Len  holds a slot
 //	pending      waiting for FireAt                          yes        yes  no
@@ -17,32 +21,28 @@
 //
 // Success ends the schedule and frees the key; a key never runs concurrently
 // with itself, and the end of an attempt never disturbs a newer schedule. A
-// failed attempt (an error or a recovered panic) is retried per the
-// [RetryPolicy] unless [Permanent]; a final failure is logged, counted and
-// passed to the hook of [WithFailureHook]. Nothing is dropped silently.
+// failed attempt (an error, a recovered panic, a runtime.Goexit) is retried
+// per the [RetryPolicy] unless [Permanent]; a final failure is logged, counted
+// and passed to the hook set by [TimedWorkerQueue.SetFailureHook]. Nothing is
+// dropped silently.
 //
 // # Time
 //
 // Times are absolute, inclusive and compared at full precision on the queue's
 // clock. Each call takes effect before it returns: a clock step made after
-// Schedule returns is seen by that work. Due work waiting for a slot starts in
+// AddWork returns is seen by that work. Due work waiting for a slot starts in
 // NextAttempt order, then in the order scheduled.
 //
 // # Concurrency
 //
-// Schedule, Reschedule and CancelWork are O(log n) amortised; a pending
-// schedule costs about 90 bytes (a 56-byte entry, its index slot and heap
-// node) and no goroutine, and the memory comes back when schedules go. The
-// queue runs a timer goroutine and up to MaxConcurrency workers only while
-// it has schedules: an
-// idle queue needs no Shutdown. Work funcs and hooks may call any method.
-// Hooks run on the attempt's worker goroutine, with no lock held, keeping its
-// slot: they must not block; Shutdown does not wait for them; their panics
-// are recovered.
+// AddWork, UpdateWork and CancelWork are O(log n); a pending schedule costs
+// about 90 bytes and no goroutine, given back when it goes. Goroutines run
+// only while there are schedules: an idle queue needs no Shutdown. Work funcs
+// and hooks may call any method; hooks run on the worker, with no lock held,
+// must not block, and their panics are recovered.
 //
 // # Testing with a fake clock
 //
 // Pass a FakeClock (k8s.io/utils/clock/testing) with [WithClock], Step it, and
-// wait with synctest.Wait or on channels fed by the work func and
-// [WithRetryHook]. The queue holds at most one waiter on the clock.
+// wait with synctest.Wait or on channels fed by the work func and the hooks.
 package timedqueue

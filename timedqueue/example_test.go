@@ -107,14 +107,17 @@ func ExampleTimedWorkerQueue_CancelWork() {
 	// evict at +2m0s
 }
 
-func ExampleWithRetry() {
+// The hooks are typed by the queue's key: a hook for another key type does
+// not compile, and SetFailureHook(nil) removes the hook.
+func ExampleTimedWorkerQueue_SetRetryHook() {
+	type podKey struct{ Namespace, Name string }
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := testingclock.NewFakeClock(t0)
 	ran := make(chan string)
 	retry := make(chan time.Time)
 	failed := make(chan string)
 	attempts := 0
-	q, _ := timedqueue.New(func(ctx context.Context, pod string) error {
+	q, _ := timedqueue.New(func(ctx context.Context, pod podKey) error {
 		attempts++
 		ran <- fmt.Sprintf("attempt %d at +%v", attempts, clk.Since(t0))
 		if attempts < 3 {
@@ -123,17 +126,17 @@ func ExampleWithRetry() {
 		return timedqueue.Permanent(errors.New("pod has a finalizer"))
 	},
 		timedqueue.WithClock(clk),
-		timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Second}),
-		// Called once the retry is scheduled: a clock step made after it is seen.
-		timedqueue.WithRetryHook(func(w timedqueue.TimedWorker[string], err error) {
-			retry <- w.NextAttempt
-		}),
-		timedqueue.WithFailureHook(func(w timedqueue.TimedWorker[string], err error) {
-			failed <- fmt.Sprintf("gave up on %s after %d attempts: %v", w.Key, w.Attempts, err)
-		}))
+		timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Second}))
 	defer q.Shutdown(context.Background())
+	// Called once the retry is scheduled: a clock step made after it is seen.
+	q.SetRetryHook(func(w timedqueue.TimedWorker[podKey], err error) {
+		retry <- w.NextAttempt
+	})
+	q.SetFailureHook(func(w timedqueue.TimedWorker[podKey], err error) {
+		failed <- fmt.Sprintf("gave up on %s/%s after %d attempts: %v", w.Key.Namespace, w.Key.Name, w.Attempts, err)
+	})
 
-	q.AddWork("default/web-1", t0, t0)
+	q.AddWork(podKey{"default", "web-1"}, t0, t0)
 	fmt.Println(<-ran)
 	for range 2 {
 		next := <-retry // after InitialBackoff, then twice as long

@@ -66,26 +66,21 @@ func WithName(name string) Option {
 	return optionFunc(func(o *options) { o.name = name })
 }
 
-// WithAttemptTimeout cancels each attempt's ctx at its Deadline, d after it
-// started, with Err and Cause context.DeadlineExceeded (test the Cause of a
-// derived ctx). The work func must return on its own. Zero: no timeout.
+// WithAttemptTimeout cancels each attempt's ctx d after it started, with
+// Cause context.DeadlineExceeded; the work func must return on its own. Zero,
+// the default, means no timeout.
 func WithAttemptTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) { o.attemptTimeout = d })
 }
 
-// WithFailureHook sets the queue's failure hook, as
-// [TimedWorkerQueue.SetFailureHook] does. New returns an error if f is not a
-// FailureFunc of the queue's key type.
+// WithFailureHook sets the failure hook; New checks f's key type.
 //
-// Deprecated: use [TimedWorkerQueue.SetFailureHook], which the compiler
-// checks: a hook for another key type does not compile there, and nil does.
+// Deprecated: use [TimedWorkerQueue.SetFailureHook], which the compiler checks.
 func WithFailureHook[K comparable](f FailureFunc[K]) Option {
 	return optionFunc(func(o *options) { o.failureHook = f })
 }
 
-// WithRetryHook sets the queue's retry hook, as
-// [TimedWorkerQueue.SetRetryHook] does. New returns an error if f is not a
-// RetryFunc of the queue's key type.
+// WithRetryHook sets the retry hook; New checks f's key type.
 //
 // Deprecated: use [TimedWorkerQueue.SetRetryHook], which the compiler checks.
 func WithRetryHook[K comparable](f RetryFunc[K]) Option {

@@ -13,12 +13,12 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// WorkFunc is the work for key. ctx is cancelled by Shutdown and by the
-// attempt timeout. A nil error ends the schedule; an error fails the attempt.
+// WorkFunc is the work for key; ctx ends at Shutdown or the attempt timeout.
+// A nil error ends the schedule; an error fails the attempt.
 type WorkFunc[K comparable] func(ctx context.Context, key K) error
 
-// TimedWorker is a snapshot of one schedule, safe to keep. Its times have the
-// instant and Location the caller gave, without a monotonic reading.
+// TimedWorker is a snapshot of one schedule, safe to keep; its times are as
+// the caller gave them, without a monotonic reading.
 type TimedWorker[K comparable] struct {
 	Key         K
 	CreatedAt   time.Time // as given to AddWork or UpdateWork, for the caller
@@ -32,8 +32,7 @@ type TimedWorker[K comparable] struct {
 var ErrShutdown = errors.New("timedqueue: queue shut down")
 
 // TimedWorkerQueue runs a [WorkFunc] for scheduled keys. It is safe for
-// concurrent use by multiple goroutines. The zero value is not usable; call
-// [New].
+// concurrent use; the zero value is not usable: call [New].
 type TimedWorkerQueue[K comparable] struct {
 	work    WorkFunc[K]
 	clock   clock.Clock
@@ -165,15 +164,11 @@ func comparableKey[K comparable](key K) bool {
 	return reflect.ValueOf(&key).Elem().Comparable()
 }
 
-// AddWork schedules the work for key at fireAt and reports whether it did: it
-// changes nothing if key has a live schedule (whatever its FireAt: use
-// UpdateWork to move it), after Shutdown, or for a key that is not equal to
-// itself (a NaN) or holds an uncomparable value. After a withdrawn attempt,
-// the new schedule also waits for that attempt to return.
-//
-// createdAt is kept for the caller as [TimedWorker].CreatedAt (when the
-// decision was made, say); the queue does not read it. A zero createdAt or
-// fireAt means the clock's now.
+// AddWork schedules the work for key at fireAt and reports whether it did: not
+// if key has a live schedule (UpdateWork moves one), after Shutdown, or for a
+// key not equal to itself (a NaN). A new schedule after a withdrawn attempt
+// also waits for it to return. createdAt is kept for the caller in
+// [TimedWorker]; a zero createdAt or fireAt means the clock's now.
 func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
 	if q.badKey(key) {
 		return false
@@ -197,15 +192,11 @@ func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
 	return true
 }
 
-// UpdateWork makes fireAt the time of the work for key, and reports whether it
-// changed anything: it schedules the work if key has no live schedule, as
-// AddWork, or moves the schedule earlier or later, replacing CreatedAt and
-// restarting Attempts at zero. It changes nothing while an attempt runs (the
-// attempt cannot be recalled: call again once it ends), if fireAt equals
-// FireAt (a backoff goes on), or where AddWork would not schedule.
-//
-// Most callers that decide a key's time again on every change should call
-// UpdateWork, and CancelWork when no run is due any more.
+// UpdateWork makes fireAt the time of the work for key and reports whether it
+// changed anything: it schedules as AddWork, or moves a schedule earlier or
+// later, replacing CreatedAt and restarting Attempts. It changes nothing while
+// an attempt runs (call again once it ends), if fireAt equals FireAt (a
+// backoff goes on), or where AddWork would not schedule.
 func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) bool {
 	if q.badKey(key) {
 		return false
@@ -361,10 +352,9 @@ func (q *TimedWorkerQueue[K]) snapshotLocked(i int32) TimedWorker[K] {
 	return w
 }
 
-// AppendWorkers appends a snapshot of every live schedule (pending, running
-// or backing off; not withdrawn attempts) to dst and returns the extended
-// slice, in no particular order. It holds the queue's lock for O(n): it is
-// for inspection (a debug endpoint, a test), not for a hot path.
+// AppendWorkers appends a snapshot of every live schedule to dst, in no
+// order, and returns the extended slice. It holds the queue's lock for O(n):
+// it is for a debug endpoint or a test, not for a hot path.
 func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[K] {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -93,14 +93,9 @@ func (e *retryAtError) Unwrap() error { return e.reason }
 
 // RetryAt returns an error that, returned by a work func (as is or wrapped),
 // ends the attempt without failing it: the schedule waits, holding no slot,
-// and its next attempt starts no earlier than at (at or before now: as soon
-// as a slot is free). Nothing else changes: Attempts is not counted, FireAt
-// and CreatedAt stay, no hook is called, no failure or retry is counted, and
-// the wait does not use up the [RetryPolicy]. It is for work that must wait
-// for something other than its own failure: a rate limit's next token, or a
-// server that refused for now, not for error (a disruption budget, say).
-// reason, which may be nil, is kept for the logs. After Shutdown the schedule
-// is dropped and counted as a drop.
+// until at, as after an [AdmitFunc]'s refusal. It is for a server that refused
+// for now, not for an error (a disruption budget, say); reason, which may be
+// nil, is logged.
 func RetryAt(at time.Time, reason error) error {
 	return &retryAtError{at: at, reason: reason}
 }

@@ -5,12 +5,11 @@ import (
 	"errors"
 )
 
-// Shutdown stops the queue: Schedule returns [ErrShutdown], schedules not
-// running are dropped (logged and counted), running ones get their ctx
-// cancelled and no retry. The return of every work func happens before
-// Shutdown returns nil; if ctx ends first it returns ctx.Err() (call it again
-// to wait). From a work func, pass its ctx: Shutdown then does not wait for
-// that work func while it runs, nor for others blocked in Shutdown likewise.
+// Shutdown stops the queue: AddWork and UpdateWork return false, schedules
+// not running are dropped and counted, running ones get their ctx cancelled
+// and no retry. It returns nil once every work func has returned, or ctx.Err()
+// if ctx ends first. From a work func, pass its ctx: it then does not wait for
+// that work func, nor for others blocked in Shutdown likewise.
 func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 	own := q.ownAttempt(ctx)
 	var d delta

@@ -113,7 +113,6 @@ func New(cfg Config) (*Manager, error) {
 		timedqueue.WithRetry(cfg.EvictionRetry),
 		timedqueue.WithLogger(m.log),
 		timedqueue.WithName("noexecute-evictions"),
-		timedqueue.WithFailureHook(m.evictionFailed),
 	}
 	if cfg.TrackIdle {
 		m.idle = newIdleTracker(shards)
@@ -126,6 +125,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m.evictions = q
+	q.SetFailureHook(m.evictionFailed)
 	if m.budgets != nil {
 		q.SetAdmitFunc(m.admit)
 	}
