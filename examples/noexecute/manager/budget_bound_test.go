@@ -121,7 +121,7 @@ func (g *goexitOnce) Observe(float64) {
 
 type goexitProvider struct{ h *goexitOnce }
 
-func (goexitProvider) NewDepthMetric(string) timedqueue.Gauge        { return nil }
+func (goexitProvider) NewDepthMetric(string) timedqueue.Gauge          { return nil }
 func (goexitProvider) NewRunningMetric(string) timedqueue.Gauge        { return nil }
 func (goexitProvider) NewAddsMetric(string) timedqueue.Counter         { return nil }
 func (goexitProvider) NewRetriesMetric(string) timedqueue.Counter      { return nil }
