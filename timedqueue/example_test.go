@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/time/rate"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/taintkit/taintkit/timedqueue"
@@ -152,4 +153,46 @@ func ExampleTimedWorkerQueue_SetRetryHook() {
 	// retry at +3s
 	// attempt 3 at +3s
 	// gave up on default/web-1 after 3 attempts: pod has a finalizer
+}
+
+// An admit func that lets at most two attempts start per second, in the order
+// they come due: a token bucket from golang.org/x/time/rate, on the queue's
+// clock. Attempts it refuses wait in the queue, holding no slot.
+func ExampleTimedWorkerQueue_SetAdmitFunc() {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(t0)
+	started := make(chan string)
+	refused := make(chan string, 3)
+	q, _ := timedqueue.New(func(ctx context.Context, pod string) error {
+		started <- fmt.Sprintf("%s at +%v", pod, clk.Since(t0))
+		return nil
+	}, timedqueue.WithClock(clk))
+	defer q.Shutdown(context.Background())
+	lim := rate.NewLimiter(2, 1) // 2 per second, one at a time
+	q.SetAdmitFunc(func(pod string, fireAt, now time.Time) time.Time {
+		if lim.AllowN(now, 1) {
+			return time.Time{} // start now
+		}
+		r := lim.ReserveN(now, 1) // when the next token comes…
+		defer r.CancelAt(now)     // …without keeping it: ask again then
+		refused <- pod
+		return now.Add(r.DelayFrom(now))
+	})
+
+	for _, pod := range []string{"web-1", "web-2", "web-3"} {
+		q.AddWork(pod, t0, t0) // all due now
+	}
+	fmt.Println(<-started)
+	fmt.Println("refused:", <-refused, <-refused)
+	clk.Step(500 * time.Millisecond)
+	fmt.Println(<-started)
+	fmt.Println("refused:", <-refused)
+	clk.Step(500 * time.Millisecond)
+	fmt.Println(<-started)
+	// Output:
+	// web-1 at +0s
+	// refused: web-2 web-3
+	// web-2 at +500ms
+	// refused: web-3
+	// web-3 at +1s
 }
