@@ -40,10 +40,13 @@ func (a Action) String() string {
 
 // Decision is the outcome of [Decide]. The zero Decision is Never.
 type Decision struct {
-	Action      Action
-	At          time.Time // when due; for EvictNow, now if Untolerated, else the passed deadline
-	Taint       v1.Taint  // the first untolerated taint, or the first whose toleration ends first
-	Untolerated bool      // no toleration tolerates Taint
+	Action Action
+	// At is when the pod is due to go: for EvictAt, a time after now; for
+	// EvictNow, now if a taint is not tolerated, else the end of a
+	// toleration that ran out at or before now; for Never, the zero Time.
+	At          time.Time
+	Taint       v1.Taint // the first untolerated taint, or the first whose toleration ends first
+	Untolerated bool     // no toleration tolerates Taint
 }
 
 // String describes the decision for logs and events, such as
@@ -67,7 +70,9 @@ func taintString(t *v1.Taint) string {
 	return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
 }
 
-// Decide is the zero [Matcher]'s [Matcher.Decide].
+// Decide decides, as Kubernetes does, whether and when to evict a pod with
+// tolerations from a node with taints; see [Matcher.Decide]. To decide again
+// on later updates, use [Countdowns.Decide].
 func Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time) Decision {
 	return Matcher{}.Decide(taints, tolerations, boundAt, now)
 }
@@ -83,11 +88,17 @@ func Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Ti
 // and a pod that arrives on a node tainted long ago gets its full toleration.
 //
 // An unknown time (zero boundAt, nil TimeAdded) or one after now counts as
-// now: it delays an eviction, never hastens it. A caller deciding again later
-// must pass when it first saw each unknown (a pod's as boundAt, a taint's as
-// the TimeAdded of a copy), or the countdown restarts at every call.
+// now: it delays an eviction, never hastens it, but a caller deciding again
+// later would restart the countdown at every call. [Countdowns] remembers
+// when it first saw each unknown start, and so does not.
 // With every time unknown, At is now + [MinTolerationTime], the Kubernetes rule.
 func (m Matcher) Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time) Decision {
+	return m.decide(taints, tolerations, boundAt, now, nil)
+}
+
+// decide is Decide, with seen giving the start of a NoExecute taint that has
+// no TimeAdded, if it has one there.
+func (m Matcher) decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time, seen []taintSeen) Decision {
 	if now.IsZero() {
 		// An unset now is a caller's bug, not a moment in year 1: every
 		// deadline would be in the past, so refuse to evict rather than evict.
@@ -111,6 +122,8 @@ func (m Matcher) Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt,
 		var added time.Time
 		if taint.TimeAdded != nil {
 			added = taint.TimeAdded.Time
+		} else if j := findTaint(seen, taint.Key); j >= 0 {
+			added = seen[j].at
 		}
 		deadline := known(added, now)
 		if bound.After(deadline) {
