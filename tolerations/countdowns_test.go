@@ -66,8 +66,14 @@ func TestCountdownsForget(t *testing.T) {
 	recheck := func(n *v1.Node, p *v1.Pod) func(*tolerations.Countdowns) tolerations.Decision {
 		return func(c *tolerations.Countdowns) tolerations.Decision { return c.Recheck(n, p) }
 	}
-	forgetPod := func(c *tolerations.Countdowns) tolerations.Decision { c.ForgetPod("default", "p"); return tolerations.Decision{} }
-	forgetNode := func(c *tolerations.Countdowns) tolerations.Decision { c.ForgetNode("n1"); return tolerations.Decision{} }
+	forgetPod := func(c *tolerations.Countdowns) tolerations.Decision {
+		c.ForgetPod("default", "p")
+		return tolerations.Decision{}
+	}
+	forgetNode := func(c *tolerations.Countdowns) tolerations.Decision {
+		c.ForgetNode("n1")
+		return tolerations.Decision{}
+	}
 	const none = tolerations.Action(-1) // no decision to check
 	tests := []struct {
 		name  string
