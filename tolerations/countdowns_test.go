@@ -52,11 +52,10 @@ func TestCountdownsForget(t *testing.T) {
 	type step struct {
 		after  time.Duration // clock step before this one
 		do     func(c *tolerations.Countdowns) tolerations.Decision
-		want   tolerations.Decision // Action and At (offset from t0) compared; zero: not checked
-		pods   int                  // Len after the step
+		pods   int // Len after the step
 		nodes  int
-		action tolerations.Action
-		at     time.Duration
+		action tolerations.Action // the decision's, or none
+		at     time.Duration      // its At, from t0, unless Never
 	}
 	node := unknownNode("n1", "a")
 	pod := unboundPod("p", "u1", "n1", 100)
