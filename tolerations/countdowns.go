@@ -14,13 +14,14 @@ import (
 // Countdowns decides evictions as [Matcher.Decide] does, and remembers when
 // it first saw each start that Kubernetes did not record: a NoExecute taint
 // with no TimeAdded (by node and taint key), a pod with no PodScheduled time
-// (by namespace and name, told apart by UID and node). Deciding again then
-// gives the same deadline, which comes, where [Decide] alone would count
-// each unknown start from its own now and never evict.
+// (by namespace and name, told apart by UID and node). Deciding again gives
+// the same deadline, and the eviction comes; [Decide] alone counts an unknown
+// start from each call's now, so a caller deciding on every update never
+// evicts.
 //
-// It is safe for concurrent use by multiple goroutines. Its memory is a few
-// dozen bytes per node with such a taint and per such pod with a countdown;
-// it gives it back as they are forgotten. The zero value is not usable; call
+// It is safe for concurrent use by multiple goroutines. It keeps a few dozen
+// bytes per node with such a taint and per such pod with a countdown, and
+// gives them back as they are forgotten. The zero value is not usable; call
 // [NewCountdowns].
 type Countdowns struct {
 	clock   clock.PassiveClock

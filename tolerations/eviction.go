@@ -8,11 +8,10 @@ import (
 )
 
 // ReasonDeletionByTaintManager is the [v1.DisruptionTarget] condition reason
-// Kubernetes' taint-eviction controller sets before deleting a pod; set it too.
+// Kubernetes' taint-eviction controller sets before deleting a pod.
 const ReasonDeletionByTaintManager = "DeletionByTaintManager"
 
-// EventReasonTaintManagerEviction is the reason of the events Kubernetes'
-// taint-eviction controller records about a pod's deletion.
+// EventReasonTaintManagerEviction is the reason of the taint manager's events.
 const EventReasonTaintManagerEviction = "TaintManagerEviction"
 
 // Action is what a [Decision] tells a controller to do with a pod.
@@ -40,13 +39,10 @@ func (a Action) String() string {
 
 // Decision is the outcome of [Decide]. The zero Decision is Never.
 type Decision struct {
-	Action Action
-	// At is when the pod is due to go: for EvictAt, a time after now; for
-	// EvictNow, now if a taint is not tolerated, else the end of a
-	// toleration that ran out at or before now; for Never, the zero Time.
-	At          time.Time
-	Taint       v1.Taint // the first untolerated taint, or the first whose toleration ends first
-	Untolerated bool     // no toleration tolerates Taint
+	Action      Action
+	At          time.Time // when due: the earliest end of a toleration, now if Untolerated, zero if Never
+	Taint       v1.Taint  // the first untolerated taint, or the first whose toleration ends first
+	Untolerated bool      // no toleration tolerates Taint
 }
 
 // String describes the decision for logs and events, such as
@@ -70,28 +66,25 @@ func taintString(t *v1.Taint) string {
 	return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
 }
 
-// Decide decides, as Kubernetes does, whether and when to evict a pod with
-// tolerations from a node with taints; see [Matcher.Decide]. To decide again
-// on later updates, use [Countdowns.Decide].
+// Decide decides when to evict a pod with tolerations from a node with
+// taints, matching as Kubernetes does ([Matcher.Decide]).
 func Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time) Decision {
 	return Matcher{}.Decide(taints, tolerations, boundAt, now)
 }
 
-// Decide decides whether and when to evict a pod with tolerations from a node
-// with taints (only NoExecute taints count). boundAt is when the pod was bound
-// to the node ([PodBoundAt]). A taint tolerated by none gives EvictNow at now
-// with Untolerated set. Otherwise each taint's countdown runs from
-// max(taint.TimeAdded, boundAt) for the TolerationSeconds of the first
-// toleration that tolerates it (nil: forever; huge: the largest Duration), and
-// the earliest end is At: EvictNow if at or before now, else EvictAt; Never if
-// none ends, or if now is zero. So a restarted controller gets the same At,
-// and a pod that arrives on a node tainted long ago gets its full toleration.
+// Decide decides whether and when to evict a pod with tolerations, bound at
+// boundAt ([PodBoundAt]), from a node with taints. A NoExecute taint
+// tolerated by none gives EvictNow at now with Untolerated set. Otherwise each
+// NoExecute taint's countdown runs from max(taint.TimeAdded, boundAt) for the
+// TolerationSeconds of the first toleration that tolerates it (nil: forever),
+// and the earliest end is At: EvictNow if at or before now, else EvictAt;
+// Never if none ends, or if now is zero. So a restarted controller gets the
+// same At, and a pod arriving on a node tainted long ago gets its full time.
 //
 // An unknown time (zero boundAt, nil TimeAdded) or one after now counts as
-// now: it delays an eviction, never hastens it, but a caller deciding again
-// later would restart the countdown at every call. [Countdowns] remembers
-// when it first saw each unknown start, and so does not.
-// With every time unknown, At is now + [MinTolerationTime], the Kubernetes rule.
+// now, which delays an eviction, never hastens it; to decide again later, use
+// [Countdowns], or the countdown restarts at every call. With every time
+// unknown, At is now + [MinTolerationTime], the Kubernetes rule.
 func (m Matcher) Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time) Decision {
 	return m.decide(taints, tolerations, boundAt, now, nil)
 }
@@ -150,9 +143,8 @@ func known(t, now time.Time) time.Time {
 	return t
 }
 
-// PodBoundAt returns the time of pod's True PodScheduled condition, and true;
-// like a taint's TimeAdded it comes from the API server and does not change.
-// It returns the zero Time and false when the pod has no such time.
+// PodBoundAt returns the time of pod's True PodScheduled condition, set by
+// the API server like a taint's TimeAdded, and true; or the zero Time and false.
 func PodBoundAt(pod *v1.Pod) (time.Time, bool) {
 	if pod == nil {
 		return time.Time{}, false
