@@ -1,11 +1,14 @@
 package tolerations_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/taintkit/taintkit/tolerations"
 )
@@ -190,6 +193,41 @@ func BenchmarkToleratesTaintGt(b *testing.B) {
 			for b.Loop() {
 				sinkBool = m.ToleratesTaint(&tol, &taint)
 			}
+		})
+	}
+}
+
+// BenchmarkCountdownsDecide is a decision repeated on an update, with the
+// node's taint and the pod's start unknown and remembered (the costliest
+// case: two locked lookups), and known (no lookup), one goroutine and all.
+func BenchmarkCountdownsDecide(b *testing.B) {
+	secs := int64(300)
+	tols := []v1.Toleration{{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: &secs}}
+	now := time.Now()
+	for _, known := range []bool{false, true} {
+		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: v1.TaintNodeUnreachable, Effect: v1.TaintEffectNoExecute}}}}
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-1"}, Spec: v1.PodSpec{NodeName: "node-a", Tolerations: tols}}
+		if known {
+			node.Spec.Taints[0].TimeAdded = &metav1.Time{Time: now}
+			pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.Time{Time: now}}}
+		}
+		c := tolerations.NewCountdowns(clock.RealClock{}, tolerations.Matcher{})
+		c.Decide(node, pod)
+		b.Run(fmt.Sprintf("known=%v", known), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinkBool = c.Decide(node, pod).Action == tolerations.Never
+			}
+		})
+		b.Run(fmt.Sprintf("known=%v/parallel", known), func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				var d tolerations.Decision
+				for pb.Next() {
+					d = c.Decide(node, pod)
+				}
+				_ = d
+			})
 		})
 	}
 }

@@ -37,11 +37,10 @@ func WithDefaultTolerations(tolerations []v1.Toleration) []v1.Toleration {
 	return WithDefaultTolerationsSeconds(tolerations, DefaultTolerationSeconds, DefaultTolerationSeconds)
 }
 
-// WithDefaultTolerationsSeconds does what the DefaultTolerationSeconds
-// admission plugin does: it appends [NotReadyToleration] and then
-// [UnreachableToleration], each unless a toleration with that Key or none and
-// Effect NoExecute or none exists. Adding nothing, it returns tolerations
-// clipped: appending to it never writes into the caller's array.
+// WithDefaultTolerationsSeconds appends [NotReadyToleration] and then
+// [UnreachableToleration], as the DefaultTolerationSeconds admission plugin
+// does, each unless a toleration with that Key or none and Effect NoExecute or
+// none exists. Adding nothing, it returns tolerations clipped.
 func WithDefaultTolerationsSeconds(tolerations []v1.Toleration, notReadySeconds, unreachableSeconds int64) []v1.Toleration {
 	needNotReady := !coversNoExecute(tolerations, v1.TaintNodeNotReady)
 	needUnreachable := !coversNoExecute(tolerations, v1.TaintNodeUnreachable)

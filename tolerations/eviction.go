@@ -8,11 +8,10 @@ import (
 )
 
 // ReasonDeletionByTaintManager is the [v1.DisruptionTarget] condition reason
-// Kubernetes' taint-eviction controller sets before deleting a pod; set it too.
+// Kubernetes' taint-eviction controller sets before deleting a pod.
 const ReasonDeletionByTaintManager = "DeletionByTaintManager"
 
-// EventReasonTaintManagerEviction is the reason of the events Kubernetes'
-// taint-eviction controller records about a pod's deletion.
+// EventReasonTaintManagerEviction is the reason of the taint manager's events.
 const EventReasonTaintManagerEviction = "TaintManagerEviction"
 
 // Action is what a [Decision] tells a controller to do with a pod.
@@ -41,7 +40,7 @@ func (a Action) String() string {
 // Decision is the outcome of [Decide]. The zero Decision is Never.
 type Decision struct {
 	Action      Action
-	At          time.Time // when due; for EvictNow, now if Untolerated, else the passed deadline
+	At          time.Time // when due: the earliest end of a toleration, now if Untolerated, zero if Never
 	Taint       v1.Taint  // the first untolerated taint, or the first whose toleration ends first
 	Untolerated bool      // no toleration tolerates Taint
 }
@@ -67,27 +66,32 @@ func taintString(t *v1.Taint) string {
 	return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
 }
 
-// Decide is the zero [Matcher]'s [Matcher.Decide].
+// Decide decides when to evict a pod with tolerations from a node with
+// taints, matching as Kubernetes does ([Matcher.Decide]).
 func Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time) Decision {
 	return Matcher{}.Decide(taints, tolerations, boundAt, now)
 }
 
-// Decide decides whether and when to evict a pod with tolerations from a node
-// with taints (only NoExecute taints count). boundAt is when the pod was bound
-// to the node ([PodBoundAt]). A taint tolerated by none gives EvictNow at now
-// with Untolerated set. Otherwise each taint's countdown runs from
-// max(taint.TimeAdded, boundAt) for the TolerationSeconds of the first
-// toleration that tolerates it (nil: forever; huge: the largest Duration), and
-// the earliest end is At: EvictNow if at or before now, else EvictAt; Never if
-// none ends, or if now is zero. So a restarted controller gets the same At,
-// and a pod that arrives on a node tainted long ago gets its full toleration.
+// Decide decides whether and when to evict a pod with tolerations, bound at
+// boundAt ([PodBoundAt]), from a node with taints. A NoExecute taint
+// tolerated by none gives EvictNow at now with Untolerated set. Otherwise each
+// NoExecute taint's countdown runs from max(taint.TimeAdded, boundAt) for the
+// TolerationSeconds of the first toleration that tolerates it (nil: forever),
+// and the earliest end is At: EvictNow if at or before now, else EvictAt;
+// Never if none ends, or if now is zero. So a restarted controller gets the
+// same At, and a pod arriving on a node tainted long ago gets its full time.
 //
 // An unknown time (zero boundAt, nil TimeAdded) or one after now counts as
-// now: it delays an eviction, never hastens it. A caller deciding again later
-// must pass when it first saw each unknown (a pod's as boundAt, a taint's as
-// the TimeAdded of a copy), or the countdown restarts at every call.
-// With every time unknown, At is now + [MinTolerationTime], the Kubernetes rule.
+// now, which delays an eviction, never hastens it; to decide again later, use
+// [Countdowns], or the countdown restarts at every call. With every time
+// unknown, At is now + [MinTolerationTime], the Kubernetes rule.
 func (m Matcher) Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time) Decision {
+	return m.decide(taints, tolerations, boundAt, now, nil)
+}
+
+// decide is Decide, with seen giving the start of a NoExecute taint that has
+// no TimeAdded, if it has one there.
+func (m Matcher) decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time, seen []taintSeen) Decision {
 	if now.IsZero() {
 		// An unset now is a caller's bug, not a moment in year 1: every
 		// deadline would be in the past, so refuse to evict rather than evict.
@@ -111,6 +115,8 @@ func (m Matcher) Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt,
 		var added time.Time
 		if taint.TimeAdded != nil {
 			added = taint.TimeAdded.Time
+		} else if j := findTaint(seen, taint.Key); j >= 0 {
+			added = seen[j].at
 		}
 		deadline := known(added, now)
 		if bound.After(deadline) {
@@ -137,9 +143,8 @@ func known(t, now time.Time) time.Time {
 	return t
 }
 
-// PodBoundAt returns the time of pod's True PodScheduled condition, and true;
-// like a taint's TimeAdded it comes from the API server and does not change.
-// It returns the zero Time and false when the pod has no such time.
+// PodBoundAt returns the time of pod's True PodScheduled condition, set by
+// the API server like a taint's TimeAdded, and true; or the zero Time and false.
 func PodBoundAt(pod *v1.Pod) (time.Time, bool) {
 	if pod == nil {
 		return time.Time{}, false

@@ -8,13 +8,13 @@ import (
 )
 
 // Matcher matches tolerations against taints, safe to copy and to use
-// concurrently. The zero Matcher matches as Kubernetes does with comparison
-// operators off; so does each package-level function.
+// concurrently; the zero Matcher matches as the package-level functions do.
 type Matcher struct {
 	ComparisonOperators bool // honour Lt and Gt, as k8s.io/api's enableComparisonOperators does
 }
 
-// ToleratesTaint is the zero [Matcher]'s [Matcher.ToleratesTaint].
+// ToleratesTaint reports whether toleration tolerates taint, exactly as
+// Kubernetes does with comparison operators off ([Matcher.ToleratesTaint]).
 func ToleratesTaint(toleration *v1.Toleration, taint *v1.Taint) bool {
 	return Matcher{}.ToleratesTaint(toleration, taint)
 }
@@ -139,13 +139,13 @@ func (m Matcher) firstTolerating(taint *v1.Taint, tolerations []v1.Toleration) i
 	return -1
 }
 
-// TaintsTolerated is the zero [Matcher]'s [Matcher.TaintsTolerated].
+// TaintsTolerated reports whether tolerations tolerate every taint (true for
+// none), without allocating.
 func TaintsTolerated(taints []v1.Taint, tolerations []v1.Toleration) bool {
 	return Matcher{}.TaintsTolerated(taints, tolerations)
 }
 
-// TaintsTolerated reports whether tolerations tolerate every taint (true for
-// none): the bool of [Matcher.GetMatchingTolerations], without allocating.
+// TaintsTolerated reports whether tolerations tolerate every taint.
 func (m Matcher) TaintsTolerated(taints []v1.Taint, tolerations []v1.Toleration) bool {
 	for i := range taints {
 		if m.firstTolerating(&taints[i], tolerations) < 0 {
@@ -155,13 +155,13 @@ func (m Matcher) TaintsTolerated(taints []v1.Taint, tolerations []v1.Toleration)
 	return true
 }
 
-// FirstUntoleratedTaint is the zero [Matcher]'s [Matcher.FirstUntoleratedTaint].
+// FirstUntoleratedTaint returns the first taint that no toleration tolerates
+// (why a pod is evicted), and true; or the zero Taint and false.
 func FirstUntoleratedTaint(taints []v1.Taint, tolerations []v1.Toleration) (v1.Taint, bool) {
 	return Matcher{}.FirstUntoleratedTaint(taints, tolerations)
 }
 
-// FirstUntoleratedTaint returns the first taint that no toleration tolerates
-// (why a pod is evicted), and true; or the zero Taint and false.
+// FirstUntoleratedTaint returns the first untolerated taint, and true.
 func (m Matcher) FirstUntoleratedTaint(taints []v1.Taint, tolerations []v1.Toleration) (v1.Taint, bool) {
 	for i := range taints {
 		if m.firstTolerating(&taints[i], tolerations) < 0 {
@@ -171,7 +171,8 @@ func (m Matcher) FirstUntoleratedTaint(taints []v1.Taint, tolerations []v1.Toler
 	return v1.Taint{}, false
 }
 
-// GetMatchingTolerations is the zero [Matcher]'s [Matcher.GetMatchingTolerations].
+// GetMatchingTolerations reports whether tolerations tolerate every taint and
+// returns the toleration used for each ([Matcher.GetMatchingTolerations]).
 func GetMatchingTolerations(taints []v1.Taint, tolerations []v1.Toleration) (bool, []v1.Toleration) {
 	return Matcher{}.GetMatchingTolerations(taints, tolerations)
 }
@@ -211,15 +212,15 @@ func (m Matcher) GetMatchingTolerations(taints []v1.Taint, tolerations []v1.Tole
 	return true, res
 }
 
-// AppendMatchingTolerations is the zero [Matcher]'s
-// [Matcher.AppendMatchingTolerations].
+// AppendMatchingTolerations is [GetMatchingTolerations] for hot paths: it
+// appends to dst, allocating nothing if dst has room. Like append, it returns
+// the slice first ([Matcher.AppendMatchingTolerations]).
 func AppendMatchingTolerations(dst []v1.Toleration, taints []v1.Taint, tolerations []v1.Toleration) ([]v1.Toleration, bool) {
 	return Matcher{}.AppendMatchingTolerations(dst, taints, tolerations)
 }
 
 // AppendMatchingTolerations appends to dst what [Matcher.GetMatchingTolerations]
-// would return, and true; or returns dst and false, having written nothing. It
-// allocates only when dst lacks room, so reusing dst[:0] across calls does not.
+// would return, and true; or returns dst and false, having written nothing.
 // dst must not share a backing array with tolerations.
 func (m Matcher) AppendMatchingTolerations(dst []v1.Toleration, taints []v1.Taint, tolerations []v1.Toleration) ([]v1.Toleration, bool) {
 	return m.appendMatching(dst, taints, tolerations)

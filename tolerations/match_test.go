@@ -290,16 +290,23 @@ func TestAppendMatchingTolerations(t *testing.T) {
 		assert.NotNil(t, got)
 	})
 	t.Run("reused dst does not allocate", func(t *testing.T) {
-		taints := []v1.Taint{{Key: "a"}, {Key: "b"}, {Key: "a"}}
-		dst := make([]v1.Toleration, 0, 8)
-		allocs := testing.AllocsPerRun(100, func() {
-			var ok bool
-			dst, ok = tolerations.AppendMatchingTolerations(dst[:0], taints, tols)
-			if !ok {
-				panic("not tolerated")
+		// A few taints, and more than the one-pass path takes.
+		for _, n := range []int{3, 40} {
+			taints := make([]v1.Taint, n)
+			for i := range taints {
+				taints[i].Key = []string{"a", "b"}[i%2]
 			}
-		})
-		assert.Zero(t, allocs)
+			var dst []v1.Toleration
+			allocs := testing.AllocsPerRun(100, func() {
+				var ok bool
+				dst, ok = tolerations.AppendMatchingTolerations(dst[:0], taints, tols)
+				if !ok {
+					panic("not tolerated")
+				}
+			})
+			assert.Zero(t, allocs, "%d taints", n)
+			assert.Len(t, dst, n)
+		}
 	})
 }
 

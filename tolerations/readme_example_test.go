@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/taintkit/taintkit/tolerations"
 )
@@ -14,38 +15,43 @@ import (
 // package's TestReadmeCodeIsTested fails if the two drift apart.
 func Example_quickStart() {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	node := v1.Node{Spec: v1.NodeSpec{Taints: []v1.Taint{
+	clk := testingclock.NewFakeClock(t0) // clock.RealClock{} in a controller
+	countdowns := tolerations.NewCountdowns(clk, tolerations.Matcher{})
+
+	// Neither start is recorded: the taint has no TimeAdded (kubelet's
+	// --register-with-taints), the pod no PodScheduled condition (created
+	// with its node name). Countdowns counts from when it first saw them.
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: v1.NodeSpec{Taints: []v1.Taint{
 		{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoSchedule}, // keeps new pods off; never evicts
-		{Key: v1.TaintNodeUnreachable, Effect: v1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: t0}},
+		{Key: v1.TaintNodeUnreachable, Effect: v1.TaintEffectNoExecute},
 	}}}
-	pod := v1.Pod{
-		Spec: v1.PodSpec{Tolerations: tolerations.WithDefaultTolerations(nil)}, // 300 s for not-ready and unreachable
-		Status: v1.PodStatus{Conditions: []v1.PodCondition{
-			{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.Time{Time: t0.Add(-time.Hour)}},
-		}},
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "6b1f0c2e"},
+		Spec:       v1.PodSpec{NodeName: "node-a", Tolerations: tolerations.WithDefaultTolerations(nil)}, // 300 s for unreachable
 	}
 
-	// Only NoExecute taints evict: match those, not every taint of the node.
+	// Upstream's helpers. Only NoExecute taints evict: match those.
 	taints := tolerations.GetNoExecuteTaints(node.Spec.Taints)
-	if taint, found := tolerations.FirstUntoleratedTaint(taints, pod.Spec.Tolerations); found {
-		fmt.Println("evict now:", taint.Key, "is not tolerated")
-	}
 	ok, used := tolerations.GetMatchingTolerations(taints, pod.Spec.Tolerations)
 	fmt.Println("tolerated:", ok, "for", tolerations.MinTolerationTime(used))
 
-	// When to evict, counted from when the taint was added (or the pod bound):
-	// a restarted controller gets the same answer.
-	boundAt, _ := tolerations.PodBoundAt(&pod)
-	now := t0.Add(time.Minute) // time.Now() in a controller
-	switch d := tolerations.Decide(node.Spec.Taints, pod.Spec.Tolerations, boundAt, now); d.Action {
-	case tolerations.EvictNow:
-		fmt.Println("delete the pod now:", d)
-	case tolerations.EvictAt: // e.g. a timedqueue's AddWork(pod, now, d.At)
-		fmt.Println("schedule the deletion:", d)
-	case tolerations.Never:
-		fmt.Println("cancel any scheduled deletion")
+	// A controller decides again on every node and pod update; the deadline
+	// stays where first sight put it, and comes.
+	for _, at := range []time.Duration{0, time.Minute, 4 * time.Minute, 5 * time.Minute} {
+		clk.SetTime(t0.Add(at)) // an update arrives
+		switch d := countdowns.Decide(node, pod); d.Action {
+		case tolerations.EvictNow: // then, once the pod is deleted, countdowns.ForgetPod(pod.Namespace, pod.Name)
+			fmt.Printf("+%v delete the pod now: %v\n", at, d)
+		case tolerations.EvictAt: // e.g. a timedqueue's UpdateWork(pod, now, d.At): it schedules, or moves a schedule
+			fmt.Printf("+%v schedule the deletion: %v\n", at, d)
+		case tolerations.Never:
+			fmt.Printf("+%v cancel any scheduled deletion\n", at)
+		}
 	}
 	// Output:
 	// tolerated: true for 5m0s
-	// schedule the deletion: EvictAt 2025-01-01T00:05:00Z (taint node.kubernetes.io/unreachable:NoExecute)
+	// +0s schedule the deletion: EvictAt 2025-01-01T00:05:00Z (taint node.kubernetes.io/unreachable:NoExecute)
+	// +1m0s schedule the deletion: EvictAt 2025-01-01T00:05:00Z (taint node.kubernetes.io/unreachable:NoExecute)
+	// +4m0s schedule the deletion: EvictAt 2025-01-01T00:05:00Z (taint node.kubernetes.io/unreachable:NoExecute)
+	// +5m0s delete the pod now: EvictNow 2025-01-01T00:05:00Z (taint node.kubernetes.io/unreachable:NoExecute)
 }

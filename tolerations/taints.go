@@ -35,10 +35,11 @@ func GetNoExecuteTaints(taints []v1.Taint) []v1.Taint {
 	return out
 }
 
-// MinTolerationTime returns how long the tolerations used (from
-// [GetMatchingTolerations]) let a pod stay, as Kubernetes computes it: 0 for
-// none, or if any TolerationSeconds is ≤ 0; else the smallest (nil: forever,
-// too large: the largest Duration); [Forever] if all are nil.
+// MinTolerationTime returns how long the tolerations used for a pod's taints
+// (from [GetMatchingTolerations]) let it stay, as Kubernetes computes it: the
+// least TolerationSeconds (≤ 0: 0; too large: the largest Duration), or
+// [Forever] if all are nil. An empty list gives 0, which is not "evict now":
+// the list is empty for no taints and for an untolerated one; check first.
 func MinTolerationTime(tolerations []v1.Toleration) time.Duration {
 	if len(tolerations) == 0 {
 		return 0

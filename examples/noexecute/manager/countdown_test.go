@@ -401,6 +401,9 @@ func TestCountdownStateForgotten(t *testing.T) {
 			pods, nodes := e.manager().Remembered()
 			assert.Equal(t, wantPods, pods, "pods remembered %s", when)
 			assert.Equal(t, wantNodes, nodes, "nodes remembered %s", when)
+			// Every pod here has no PodScheduled time: each countdown has a
+			// first sight.
+			assert.Equal(t, wantPods, e.manager().RememberedFirstSights(), "first sights remembered %s", when)
 		}
 		remembered(4, 3, "at first") // "forever" has no countdown
 
@@ -464,6 +467,7 @@ func TestShortLivedPodsLeaveNoState(t *testing.T) {
 			e.settle()
 			pods, _ := e.manager().Remembered()
 			require.Equal(t, batch/2, pods, "batch %d: pods remembered while alive", b)
+			require.Equal(t, batch/2, e.manager().RememberedFirstSights(), "batch %d: first sights remembered while alive", b)
 			for i := 1; i < batch; i += 2 {
 				require.NoError(t, e.c.DeletePod(ctx, "default", names[i], metav1.DeleteOptions{}))
 			}
@@ -471,6 +475,7 @@ func TestShortLivedPodsLeaveNoState(t *testing.T) {
 			e.step(time.Second)
 			pods, nodes := e.manager().Remembered()
 			require.Equal(t, 0, pods, "batch %d: pods remembered after they went", b)
+			require.Zero(t, e.manager().RememberedFirstSights(), "batch %d: first sights remembered after they went", b)
 			require.Equal(t, 1, nodes, "batch %d: nodes remembered", b)
 			if b == 0 {
 				base = heapAfterGC()

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/taintkit/taintkit/tolerations"
 )
@@ -15,11 +15,13 @@ import (
 // countdowns is what the manager remembers beyond the objects it reads:
 //
 //   - when it first saw each start time the objects do not record: a
-//     NoExecute taint with no TimeAdded (per node, taint key and effect), a
-//     pod with no PodScheduled time (per pod UID and node). tolerations'
-//     Decide counts an unknown start as "now"; deciding again later would then
-//     push the deadline back at every decision, and the eviction, which
-//     decides again when it fires, would never find it due (issue 9);
+//     NoExecute taint with no TimeAdded, a pod with no PodScheduled time.
+//     tolerations' Decide counts an unknown start as "now"; deciding again
+//     later would then push the deadline back at every decision, and the
+//     eviction, which decides again when it fires, would never find it due
+//     (issue 9). first, a [tolerations.Countdowns], remembers them: handlers
+//     decide with its Decide, which records and forgets, the eviction and
+//     Pending with its Recheck, which only reads;
 //   - for each pod with a scheduled eviction, the deadline and the taint it
 //     counts down for, so that a deadline moves later only when that taint
 //     goes away or the pod is another pod (new UID, or another node). A
@@ -27,11 +29,11 @@ import (
 //     first schedule; a shorter one or a stricter taint brings it earlier.
 //
 // A pod entry is made when a handler schedules the pod's eviction, and
-// forgotten when a handler cancels it (the pod, its node or the node's last
-// NoExecute taint went, or its tolerations now tolerate the taints forever)
-// or the eviction deleted the pod or dropped itself. A taint entry exists
-// only for a NoExecute taint with no TimeAdded, and goes with the taint or
-// the node.
+// forgotten, with the pod's first sight, when a handler cancels it (the pod,
+// its node or the node's last NoExecute taint went, or its tolerations now
+// tolerate the taints forever) or the eviction deleted the pod; an eviction
+// that drops itself forgets the entry and leaves the first sight to the
+// handler of the change it saw, which forgets it in first's Decide.
 //
 // Writers are handlers, which for one node (and its pods) run one at a time
 // on the node's shard; the eviction reads, and forgets a pod entry only if it
@@ -39,15 +41,11 @@ import (
 // of their key, each under a mutex of its own: every handler and eviction
 // looks a pod up, and under one mutex for all pods they queued behind each
 // other (at 500,000 evictions the mutex profile put a third of the manager's
-// lock waits there). mu guards the nodes map; nothing else is done under
-// either kind of lock.
+// lock waits there). Nothing else is done under a stripe's lock.
 type countdowns struct {
+	first   *tolerations.Countdowns
 	seed    maphash.Seed
 	stripes [podStripes]podStripe
-
-	mu        sync.Mutex
-	nodes     map[string][]taintSeen
-	nodesPeak int
 }
 
 // podStripes is the number of stripes: a power of two, well above the
@@ -58,41 +56,21 @@ const podStripes = 64
 // podStripe is the part of the pod entries whose key hashes to it.
 type podStripe struct {
 	mu       sync.Mutex
-	pods     map[uint64]podEntry // by keyHash
+	pods     map[uint64]podCountdown // by keyHash
 	podsPeak int
-	seen     map[uint64]int64 // podCountdown.seen where not zero, by keyHash
-	seenPeak int
 
 	_ [64]byte // keep stripes' mutexes off each other's cache lines
 }
 
-// podCountdown is a pod's entry. Times are Unix nanoseconds, enough for any
-// clock reading between the years 1678 and 2262; zero means none.
-type podCountdown struct {
-	pod   uint64 // podHash of the pod's UID and node name: whose entry it is
-	seen  int64  // when the pod was first seen on its node, if it has no PodScheduled time
-	taint uint64 // taintHash of the taint whose countdown the deadline ends
-	at    int64  // the scheduled deadline
-}
-
-// podEntry is how a podCountdown is stored: seen is kept apart, as only pods
-// with no PodScheduled time have one. With the key's hash for a key, an entry
-// takes a 32-byte map slot rather than the 64 of the podCountdown under its
+// podCountdown is a pod's entry. With the key's hash for a key, an entry
+// takes a 32-byte map slot rather than the 64 of the entry under its
 // namespace and name: at 500,000 pods with scheduled evictions (a mass node
 // failure) that is about half as much memory, and less to hash, compare and
 // copy when the map grows.
-type podEntry struct {
-	pod   uint64
-	taint uint64
-	at    int64
-}
-
-// taintSeen is when a NoExecute taint with no TimeAdded was first seen on a
-// node.
-type taintSeen struct {
-	key    string
-	effect v1.TaintEffect
-	at     time.Time
+type podCountdown struct {
+	pod   uint64 // podHash of the pod's UID and node name: whose entry it is
+	taint uint64 // taintHash of the taint whose countdown the deadline ends
+	at    int64  // the scheduled deadline, in Unix nanoseconds (years 1678 to 2262); zero means none
 }
 
 // rebuildAt is the smallest peak size after which a map that has shrunk to a
@@ -105,11 +83,10 @@ type taintSeen struct {
 // many entries' memory.
 const rebuildAt = 256
 
-func newCountdowns() *countdowns {
-	c := &countdowns{seed: maphash.MakeSeed(), nodes: make(map[string][]taintSeen)}
+func newCountdowns(clk clock.PassiveClock, m tolerations.Matcher) *countdowns {
+	c := &countdowns{first: tolerations.NewCountdowns(clk, m), seed: maphash.MakeSeed()}
 	for i := range c.stripes {
-		c.stripes[i].pods = make(map[uint64]podEntry)
-		c.stripes[i].seen = make(map[uint64]int64)
+		c.stripes[i].pods = make(map[uint64]podCountdown)
 	}
 	return c
 }
@@ -157,111 +134,9 @@ func (c *countdowns) hasTaint(taints []v1.Taint, h uint64) bool {
 	return false
 }
 
-// observeTaints gives each taint that has no TimeAdded the time it was first
-// seen on the node: remembered, or now. taints are the node's NoExecute
-// taints, in a slice the caller owns (TimeAdded pointers are replaced, never
-// written through). Remembered taints no longer on the node are forgotten.
-// Only a handler of the node may call it.
-func (c *countdowns) observeTaints(node string, taints []v1.Taint, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.nodes[node]
-	unknown, remembered := 0, 0
-	for i := range taints {
-		if taints[i].TimeAdded == nil {
-			unknown++
-			if findTaint(old, &taints[i]) >= 0 {
-				remembered++
-			}
-		}
-	}
-	if unknown == 0 {
-		c.forgetNodeLocked(node)
-		return
-	}
-	// Unless the same taints as before have no TimeAdded, record the ones
-	// there are now.
-	var seen []taintSeen
-	record := remembered != unknown || unknown != len(old)
-	if record {
-		seen = make([]taintSeen, 0, unknown)
-	}
-	for i := range taints {
-		t := &taints[i]
-		if t.TimeAdded != nil {
-			continue
-		}
-		at := now
-		if j := findTaint(old, t); j >= 0 {
-			at = old[j].at
-		}
-		t.TimeAdded = &metav1.Time{Time: at}
-		if record {
-			seen = append(seen, taintSeen{key: t.Key, effect: t.Effect, at: at})
-		}
-	}
-	if record {
-		c.nodes[node] = seen
-		c.nodesPeak = max(c.nodesPeak, len(c.nodes))
-	}
-}
-
-// findTaint returns the index of t (by key and effect) in seen, or -1.
-func findTaint(seen []taintSeen, t *v1.Taint) int {
-	for i := range seen {
-		if seen[i].key == t.Key && seen[i].effect == t.Effect {
-			return i
-		}
-	}
-	return -1
-}
-
-// withRemembered is observeTaints for a reader: it returns taints, a node's
-// taints, with the remembered times of NoExecute taints that have no
-// TimeAdded filled in, in a copy if there are any, and leaves unremembered
-// ones unknown. It records and forgets nothing.
-func (c *countdowns) withRemembered(node string, taints []v1.Taint) []v1.Taint {
-	unknown := false
-	for i := range taints {
-		if taints[i].Effect == v1.TaintEffectNoExecute && taints[i].TimeAdded == nil {
-			unknown = true
-			break
-		}
-	}
-	if !unknown {
-		return taints
-	}
-	taints = tolerations.GetNoExecuteTaints(taints)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	seen := c.nodes[node]
-	for i := range taints {
-		t := &taints[i]
-		if t.TimeAdded != nil {
-			continue
-		}
-		if j := findTaint(seen, t); j >= 0 {
-			t.TimeAdded = &metav1.Time{Time: seen[j].at}
-		}
-	}
-	return taints
-}
-
 // forgetNode forgets the taints of a node that is gone or has no NoExecute
 // taint left.
-func (c *countdowns) forgetNode(node string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.forgetNodeLocked(node)
-}
-
-func (c *countdowns) forgetNodeLocked(node string) {
-	if _, ok := c.nodes[node]; !ok {
-		return
-	}
-	delete(c.nodes, node)
-	c.nodes = rebuildIfShrunk(c.nodes, &c.nodesPeak)
-}
+func (c *countdowns) forgetNode(node string) { c.first.ForgetNode(node) }
 
 // pod returns the entry of the pod key.
 func (c *countdowns) pod(key types.NamespacedName) (podCountdown, bool) {
@@ -269,15 +144,8 @@ func (c *countdowns) pod(key types.NamespacedName) (podCountdown, bool) {
 	st := c.stripe(h)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.podLocked(h)
-}
-
-func (st *podStripe) podLocked(h uint64) (podCountdown, bool) {
 	e, ok := st.pods[h]
-	if !ok {
-		return podCountdown{}, false
-	}
-	return podCountdown{pod: e.pod, seen: st.seen[h], taint: e.taint, at: e.at}, true
+	return e, ok
 }
 
 // setPod stores the entry of the pod key.
@@ -286,18 +154,14 @@ func (c *countdowns) setPod(key types.NamespacedName, e podCountdown) {
 	st := c.stripe(h)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.pods[h] = podEntry{pod: e.pod, taint: e.taint, at: e.at}
+	st.pods[h] = e
 	st.podsPeak = max(st.podsPeak, len(st.pods))
-	if e.seen != 0 {
-		st.seen[h] = e.seen
-		st.seenPeak = max(st.seenPeak, len(st.seen))
-	} else {
-		st.forgetSeenLocked(h)
-	}
 }
 
-// forgetPod forgets the pod key, and reports whether it had an entry.
+// forgetPod forgets the pod key and its first sight, and reports whether it
+// had an entry.
 func (c *countdowns) forgetPod(key types.NamespacedName) bool {
+	c.first.ForgetPod(key.Namespace, key.Name)
 	h := c.keyHash(key)
 	st := c.stripe(h)
 	st.mu.Lock()
@@ -305,16 +169,17 @@ func (c *countdowns) forgetPod(key types.NamespacedName) bool {
 	return st.forgetPodLocked(h)
 }
 
-// forgetPodIf forgets the pod key if its entry is still e: a handler may have
-// stored a newer one since the caller read it.
-func (c *countdowns) forgetPodIf(key types.NamespacedName, e podCountdown) {
+// forgetPodIf forgets the pod key if its entry is still e (a handler may have
+// stored a newer one since the caller read it), and reports whether it did.
+func (c *countdowns) forgetPodIf(key types.NamespacedName, e podCountdown) bool {
 	h := c.keyHash(key)
 	st := c.stripe(h)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if cur, ok := st.podLocked(h); ok && cur == e {
-		st.forgetPodLocked(h)
+	if cur, ok := st.pods[h]; !ok || cur != e {
+		return false
 	}
+	return st.forgetPodLocked(h)
 }
 
 func (st *podStripe) forgetPodLocked(h uint64) bool {
@@ -323,29 +188,20 @@ func (st *podStripe) forgetPodLocked(h uint64) bool {
 	}
 	delete(st.pods, h)
 	st.pods = rebuildIfShrunk(st.pods, &st.podsPeak)
-	st.forgetSeenLocked(h)
 	return true
 }
 
-func (st *podStripe) forgetSeenLocked(h uint64) {
-	if _, ok := st.seen[h]; !ok {
-		return
-	}
-	delete(st.seen, h)
-	st.seen = rebuildIfShrunk(st.seen, &st.seenPeak)
-}
-
-// sizes returns how many pods and nodes have entries.
-func (c *countdowns) sizes() (pods, nodes int) {
+// sizes returns how many pods have entries, how many pods have a first
+// sight remembered, and how many nodes have taints with one.
+func (c *countdowns) sizes() (pods, seen, nodes int) {
 	for i := range c.stripes {
 		st := &c.stripes[i]
 		st.mu.Lock()
 		pods += len(st.pods)
 		st.mu.Unlock()
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return pods, len(c.nodes)
+	seen, nodes = c.first.Len()
+	return pods, seen, nodes
 }
 
 // rebuildIfShrunk returns m, or a copy of m sized to fit if m has shrunk to a

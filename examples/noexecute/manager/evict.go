@@ -84,15 +84,15 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 		return nil
 	}
 
-	var taints []v1.Taint
+	var node *v1.Node // none: nothing to evict for
 	if pod.Spec.NodeName != "" {
-		node, err := m.cfg.GetNode(pod.Spec.NodeName)
+		n, err := m.cfg.GetNode(pod.Spec.NodeName)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return fmt.Errorf("manager: get node %q: %w", pod.Spec.NodeName, err)
 		default:
-			taints = m.countdowns.withRemembered(pod.Spec.NodeName, node.Spec.Taints)
+			node = n
 		}
 	}
 	now := m.clock.Now()
@@ -100,15 +100,12 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	if ok && e.pod != m.countdowns.podHash(pod.UID, pod.Spec.NodeName) {
 		ok = false // another pod's (or on another node): nothing of it counts
 	}
-	boundAt, known := tolerations.PodBoundAt(pod)
-	if !known && ok && e.seen != 0 {
-		boundAt = fromUnixNano(e.seen, now.Location())
-	}
-	d := m.cfg.Matcher.Decide(taints, pod.Spec.Tolerations, boundAt, now)
+	// From the first sights the handlers recorded; an eviction records none.
+	d := m.countdowns.first.Recheck(node, pod)
 	// A deadline that has come for a taint still on the node is owed,
 	// whatever the pod's tolerations say now (short of forever): a longer
 	// toleration does not postpone an eviction.
-	owed := ok && e.at != 0 && e.at <= now.UnixNano() && m.countdowns.hasTaint(taints, e.taint)
+	owed := ok && e.at != 0 && e.at <= now.UnixNano() && node != nil && m.countdowns.hasTaint(node.Spec.Taints, e.taint)
 	reason := evictReason{d: d}
 	switch {
 	case d.Action == tolerations.Never:
@@ -196,9 +193,10 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 		return fmt.Errorf("manager: evict pod %s: %w", key, err)
 	}
 	// The pod is gone; so is its countdown (its delete event would say so
-	// too, but an informer may coalesce it with a new pod's add).
-	if ok {
-		m.countdowns.forgetPodIf(key, e)
+	// too, but an informer may coalesce it with a new pod's add), and its
+	// first sight with it.
+	if ok && m.countdowns.forgetPodIf(key, e) {
+		m.countdowns.first.ForgetPod(key.Namespace, key.Name)
 	}
 	return nil
 }

@@ -16,25 +16,23 @@ import (
 // node's current NoExecute taints. It runs on the node's shard worker.
 func (m *Manager) handleNode(_ context.Context, name string) error {
 	node, err := m.cfg.GetNode(name)
-	var taints []v1.Taint
 	switch {
 	case apierrors.IsNotFound(err):
 		// Deleted: its pods are orphans the pod garbage collector removes;
 		// with no node there is no taint to evict them for.
+		node = nil
 		if l := m.log.V(4); l.Enabled() {
 			l.Info("Noticed node deletion", "node", name)
 		}
 	case err != nil:
 		return fmt.Errorf("manager: get node %q: %w", name, err) // retried by the dispatcher
-	default:
-		taints = tolerations.GetNoExecuteTaints(node.Spec.Taints)
 	}
 
 	pods, err := m.cfg.PodsOnNode(name)
 	if err != nil {
 		return fmt.Errorf("manager: list pods on node %q: %w", name, err)
 	}
-	if len(taints) == 0 {
+	if !hasNoExecute(node) {
 		// The short cut of the original: nothing to decide, only cancel.
 		m.countdowns.forgetNode(name)
 		for _, pod := range pods {
@@ -45,14 +43,24 @@ func (m *Manager) handleNode(_ context.Context, name string) error {
 		return nil
 	}
 	now := m.clock.Now()
-	// Once per node, not per pod: taints is our copy, which every pod's
-	// decision reads.
-	m.countdowns.observeTaints(name, taints, now)
 	for _, pod := range pods {
-		m.reconcile(pod, name, taints, now)
+		m.reconcile(pod, node, now)
 		m.handOverIfReplaced(podKey(pod), pod.UID, name)
 	}
 	return nil
+}
+
+// hasNoExecute reports whether node exists and has a NoExecute taint.
+func hasNoExecute(node *v1.Node) bool {
+	if node == nil {
+		return false
+	}
+	for i := range node.Spec.Taints {
+		if node.Spec.Taints[i].Effect == v1.TaintEffectNoExecute {
+			return true
+		}
+	}
+	return false
 }
 
 // handlePod brings one pod's eviction in line with its current node and
@@ -91,23 +99,19 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 		return nil
 	}
 	node, err := m.cfg.GetNode(u.NodeName)
-	var taints []v1.Taint
 	switch {
 	case apierrors.IsNotFound(err):
+		node = nil
 	case err != nil:
 		return fmt.Errorf("manager: get node %q: %w", u.NodeName, err)
-	default:
-		taints = tolerations.GetNoExecuteTaints(node.Spec.Taints)
 	}
-	if len(taints) == 0 {
+	if !hasNoExecute(node) {
 		m.countdowns.forgetNode(u.NodeName)
 		if !m.cancel(u.key(), pod.UID, "node has no NoExecute taints") {
 			return nil // nothing undone: nothing to hand over
 		}
 	} else {
-		now := m.clock.Now()
-		m.countdowns.observeTaints(u.NodeName, taints, now)
-		m.reconcile(pod, u.NodeName, taints, now)
+		m.reconcile(pod, node, m.clock.Now())
 	}
 	m.handOverIfReplaced(u.key(), pod.UID, u.NodeName)
 	return nil
@@ -142,31 +146,22 @@ func (m *Manager) handOverIfReplaced(key types.NamespacedName, uid types.UID, no
 	m.dispatcher.AddLow(podUpdate{Namespace: cur.Namespace, Name: cur.Name, NodeName: cur.Spec.NodeName})
 }
 
-// reconcile schedules, moves or cancels the eviction of pod, which is on a
-// node with the given NoExecute taints, whose unknown TimeAdded times
-// observeTaints has filled in.
-func (m *Manager) reconcile(pod *v1.Pod, nodeName string, taints []v1.Taint, now time.Time) {
+// reconcile schedules, moves or cancels the eviction of pod, which is on
+// node, a node with NoExecute taints.
+func (m *Manager) reconcile(pod *v1.Pod, node *v1.Node, now time.Time) {
 	key := podKey(pod)
 	if m.status.isRemoved(key, pod.UID) {
 		return // removed (or, in a dry run, would have been): nothing to decide
 	}
+	nodeName := node.Name
 	id := m.countdowns.podHash(pod.UID, nodeName)
 	e, ok := m.countdowns.pod(key)
 	if !ok || e.pod != id {
 		// Nothing of another pod's (or this pod's on another node) counts.
 		e = podCountdown{pod: id}
 	}
-	boundAt, known := tolerations.PodBoundAt(pod)
-	switch {
-	case known:
-		e.seen = 0
-	case e.seen == 0:
-		e.seen = now.UnixNano() // first sight
-		boundAt = now
-	default:
-		boundAt = fromUnixNano(e.seen, now.Location())
-	}
-	d := m.cfg.Matcher.Decide(taints, pod.Spec.Tolerations, boundAt, now)
+	// Unknown starts count from first sight, recorded here.
+	d := m.countdowns.first.Decide(node, pod)
 	if d.Action == tolerations.Never {
 		m.cancel(key, pod.UID, "pod tolerates the node's NoExecute taints forever")
 		return
@@ -176,7 +171,7 @@ func (m *Manager) reconcile(pod *v1.Pod, nodeName string, taints []v1.Taint, now
 	// variadic slices and the taints' strings are most of a handler's
 	// garbage (every log call below is guarded so).
 	switch {
-	case e.at != 0 && at.UnixNano() > e.at && m.countdowns.hasTaint(taints, e.taint):
+	case e.at != 0 && at.UnixNano() > e.at && m.countdowns.hasTaint(node.Spec.Taints, e.taint):
 		// The deadline scheduled before ends the countdown of a taint that
 		// is still there: it stands (a longer toleration does not postpone
 		// an eviction).

@@ -88,11 +88,12 @@ func New(cfg Config) (*Manager, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m := &Manager{cfg: cfg, clock: cfg.Clock, countdowns: newCountdowns(), status: newStatuses()}
+	m := &Manager{cfg: cfg, clock: cfg.Clock, status: newStatuses()}
 	m.budgets = newBudgets(cfg.EvictionRate, cfg.EvictionBurst, cfg.EvictionRatePerNamespace, m.waitsForToken)
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
 	}
+	m.countdowns = newCountdowns(m.clock, cfg.Matcher)
 	if cfg.Logger != nil {
 		m.log = *cfg.Logger
 	} else {

@@ -50,7 +50,7 @@ func (m *Manager) pending(w timedqueue.TimedWorker[types.NamespacedName], nodes 
 	taints, seen := nodes[p.Node]
 	if !seen {
 		if node, err := m.cfg.GetNode(p.Node); err == nil {
-			taints = m.countdowns.withRemembered(p.Node, node.Spec.Taints)
+			taints = node.Spec.Taints
 		}
 		nodes[p.Node] = taints
 	}
