@@ -21,29 +21,46 @@ var errWaitingForBudget = errors.New("manager: waiting for the eviction budget")
 // evict is the eviction queue's work func: it runs when the eviction of key
 // is due, and again (with backoff) after each failure it returns. It decides
 // again from the current pod and node before deleting anything.
-func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err error) {
+func (m *Manager) evict(ctx context.Context, key types.NamespacedName) error {
+	err := m.tryEvict(ctx, key)
+	// Not deferred: an attempt that panics or calls runtime.Goexit does not
+	// get here, and the queue reports it as it counts it, to evictionRetried
+	// or evictionFailed.
+	m.returned(key, err)
+	return err
+}
+
+// returned does the bookkeeping of an eviction attempt that returned err.
+func (m *Manager) returned(key types.NamespacedName, err error) {
+	if err == nil {
+		// The eviction ended: the pod went, or no longer has to.
+		m.budgets.release(key, m.clock.Now())
+		m.status.forget(key)
+		return
+	}
+	switch _, found := m.evictions.GetWorker(key); {
+	case !found:
+		// Withdrawn by a cancel while it ran: nothing follows it.
+		m.budgets.release(key, m.clock.Now())
+		m.status.forget(key)
+	case errors.Is(err, errWaitingForBudget) || IsRefusedByBudget(err):
+		// A wait (timedqueue.RetryAt), not a failure: a refusal recorded
+		// itself; a wait for a token has nothing to record.
+	default:
+		// A failure the queue retries (evictionRetried records it too) or
+		// gives up on (evictionFailed), or the failure of an attempt
+		// withdrawn by a handler that scheduled anew (a decision repeated
+		// while it ran): the new schedule keeps the key's place in the
+		// budget's line, its refusals (so their backoff goes on) and this
+		// error, the latest.
+		m.status.failed(key, err, false)
+	}
+}
+
+// tryEvict is one attempt of the eviction of key.
+func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error {
 	attempt, _ := timedqueue.AttemptNumber(ctx)
 	defer m.budgets.done(attempt) // if it did not ask for a token
-	defer func() {
-		if err == nil {
-			// The eviction ended: the pod went, or no longer has to.
-			m.budgets.release(key, m.clock.Now())
-			m.status.forget(key)
-			return
-		}
-		switch _, found := m.evictions.GetWorker(key); {
-		case !found:
-			// Withdrawn by a cancel while it ran: nothing follows it.
-			m.budgets.release(key, m.clock.Now())
-			m.status.forget(key)
-		case !errors.Is(err, errWaitingForBudget):
-			// Retried, or withdrawn by a handler that scheduled anew (a
-			// decision repeated while this attempt ran): the new schedule
-			// keeps the key's place in the budget's line, its refusals (so
-			// their backoff goes on) and this error, the latest.
-			m.status.failed(key, err, false)
-		}
-	}()
 	pod, err := m.cfg.GetPod(key.Namespace, key.Name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -299,6 +316,29 @@ func (r evictReason) String() string {
 
 func uidPrecondition(uid types.UID) metav1.DeleteOptions {
 	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+}
+
+// evictionRetried is the eviction queue's retry hook: an attempt failed
+// (returned an error, panicked or called runtime.Goexit) and the schedule w
+// will be retried at w.NextAttempt. It records err as the last error, which
+// for a panic or a Goexit no one else can: the key keeps its status (the
+// refusals go on counting) and its budget slot.
+//
+// The queue arms the retry before it calls the hook, so the retry may have
+// started by now (on a real clock, with a backoff shorter than the hook took
+// to be called): what it records or forgets is newer, and the hook must not
+// undo it. So err is recorded only if the queue still shows w as the hook
+// got it, waiting for that retry, checked under the statuses' lock, which
+// the retry's own bookkeeping takes after. If the retry has started, the
+// failure is left unrecorded: the retry's end records a newer outcome,
+// except a wait for the eviction budget, after which LastError stays one
+// failure behind until the next.
+func (m *Manager) evictionRetried(w timedqueue.TimedWorker[types.NamespacedName], err error) {
+	m.status.failedIf(w.Key, err, func() bool {
+		cur, ok := m.evictions.GetWorker(w.Key)
+		return ok && !cur.Running && cur.Attempts == w.Attempts && cur.NextAttempt.Equal(w.NextAttempt) &&
+			cur.FireAt.Equal(w.FireAt) && cur.CreatedAt.Equal(w.CreatedAt)
+	})
 }
 
 // evictionFailed is the eviction queue's failure hook: the retries of an

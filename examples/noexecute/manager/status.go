@@ -12,6 +12,13 @@ import (
 // as attempts) and the last error. Kept only for evictions that failed or were
 // refused, and forgotten when the eviction ends, so it costs nothing for the
 // usual eviction that succeeds at once.
+//
+// The queue's record of an attempt is the truth: a failure is what the queue
+// counts (an error returned, a panic, a runtime.Goexit), recorded by the
+// eviction's own return when it returned one and by the queue's retry hook
+// for any (evictionRetried); an eviction ends on its return (success, or a
+// cancel that withdrew it) or in the failure hook (evictionFailed). Nothing
+// is decided while a panic or Goexit unwinds an attempt.
 type evictionStatus struct {
 	refusals int
 	lastErr  string
@@ -26,9 +33,13 @@ type evictionStatus struct {
 // Every eviction records a removal and every handler and eviction looks one
 // up, so removals are kept in stripes, each under a mutex of its own, as a
 // 64-bit hash of the pod's UID under a 64-bit hash of its key: 16 bytes a
-// pod. (Two pods under one key whose UIDs collide, with probability 2⁻⁶⁴,
-// would have the second taken for removed until the first's deletion is
-// seen.)
+// pod. A record belongs to the pod with that UID: it is replaced by the
+// record of a pod recreated under the name and removed in turn, and
+// forgotten only by the delete event of the pod it names (the event's item
+// carries the UID's hash), so that a predecessor's delete event, handled late
+// by its old node's shard, never forgets its successor's. (Two pods under one
+// key whose UIDs collide, with probability 2⁻⁶⁴, would have the second taken
+// for removed until the first's deletion is seen.)
 type statuses struct {
 	mu        sync.Mutex
 	byKey     map[types.NamespacedName]evictionStatus
@@ -59,6 +70,10 @@ func newStatuses() *statuses {
 func (s *statuses) failed(key types.NamespacedName, err error, refused bool) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.failedLocked(key, err, refused)
+}
+
+func (s *statuses) failedLocked(key types.NamespacedName, err error, refused bool) int {
 	st := s.byKey[key]
 	st.lastErr = err.Error()
 	if refused {
@@ -67,6 +82,17 @@ func (s *statuses) failed(key types.NamespacedName, err error, refused bool) int
 	s.byKey[key] = st
 	s.byKeyPeak = max(s.byKeyPeak, len(s.byKey))
 	return st.refusals
+}
+
+// failedIf records err as key's last error, as failed does, if current,
+// called under the statuses' lock, reports true. Whatever records or forgets
+// key after current has returned true does so after err is recorded.
+func (s *statuses) failedIf(key types.NamespacedName, err error, current func() bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if current() {
+		s.failedLocked(key, err, false)
+	}
 }
 
 // holds reports whether there is a status for key.
@@ -96,19 +122,24 @@ func (s *statuses) forget(key types.NamespacedName) bool {
 	return true
 }
 
-// removal returns the stripe of key and the hashes of key and uid.
-func (s *statuses) removal(key types.NamespacedName, uid types.UID) (st *removedStripe, k, u uint64) {
+// uidHash is how a removal record names a pod's UID: never 0, which is no
+// record.
+func (s *statuses) uidHash(uid types.UID) uint64 {
+	return maphash.String(s.seed, string(uid)) | 1
+}
+
+// removal returns the stripe of key and the hash of key.
+func (s *statuses) removal(key types.NamespacedName) (st *removedStripe, k uint64) {
 	k = maphash.Comparable(s.seed, key)
-	if uid != "" {
-		u = maphash.String(s.seed, string(uid)) | 1 // never 0: 0 is no record
-	}
-	return &s.removed[k>>(64-6)], k, u
+	return &s.removed[k>>(64-6)], k
 }
 
 // markRemoved records that the pod key with this uid was removed (or would
-// have been), and reports whether it was not recorded already.
+// have been), and reports whether it was not recorded already. It replaces
+// the record of a pod that had the name before.
 func (s *statuses) markRemoved(key types.NamespacedName, uid types.UID) bool {
-	st, k, u := s.removal(key, uid)
+	st, k := s.removal(key)
+	u := s.uidHash(uid)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.uids[k] == u {
@@ -122,20 +153,22 @@ func (s *statuses) markRemoved(key types.NamespacedName, uid types.UID) bool {
 // isRemoved reports whether the pod key with this uid was removed (or, in a
 // dry run, would have been).
 func (s *statuses) isRemoved(key types.NamespacedName, uid types.UID) bool {
-	st, k, u := s.removal(key, uid)
+	st, k := s.removal(key)
+	u := s.uidHash(uid)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	old, ok := st.uids[k]
-	return ok && old == u
+	return st.uids[k] == u
 }
 
-// forgetRemoved forgets the pod key: its deletion was seen. A pod recreated
-// under its name is another pod. It reports whether there was a record.
-func (s *statuses) forgetRemoved(key types.NamespacedName) bool {
-	st, k, _ := s.removal(key, "")
+// forgetRemoved forgets the record of the pod key whose UID hashes to u
+// (uidHash): that pod's deletion was seen. The record of another pod under
+// the name (one recreated since) stays. It reports whether there was a
+// record to forget.
+func (s *statuses) forgetRemoved(key types.NamespacedName, u uint64) bool {
+	st, k := s.removal(key)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if _, ok := st.uids[k]; !ok {
+	if old, ok := st.uids[k]; !ok || old != u {
 		return false
 	}
 	delete(st.uids, k)
