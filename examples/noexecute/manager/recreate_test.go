@@ -49,9 +49,9 @@ func TestDryRunOldDeleteEventKeepsTheNewPodsRecord(t *testing.T) {
 
 		release := g.arm()
 		require.NoError(t, e.c.SetTaints("n1", a)) // tolerated
-		e.settle() // n1's handler lists [web] and waits
+		e.settle()                                 // n1's handler lists [web] and waits
 		require.NoError(t, e.c.DeletePod(context.Background(), "default", "web", metav1.DeleteOptions{}))
-		e.settle() // the delete event waits behind n1's handler
+		e.settle()                       // the delete event waits behind n1's handler
 		e.addPod("web", "n2", tolerateA) // does not tolerate n2's taint
 		require.Equal(t, int64(1), e.manager().Stats().DryRun, "the new web was not decided at once")
 
