@@ -165,11 +165,14 @@ func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error 
 		m.wouldDelete(key, pod, deadline, now, reason)
 		return nil
 	}
+	// Recorded before the write, which its delete event may overtake.
+	m.status.startRemoval(key, pod.UID)
 	fallback := false
 	if m.cfg.UseEvictionAPI {
 		var retryAt time.Time
 		retryAt, fallback, err = m.evictThroughAPI(ctx, key, pod, deadline, now, reason)
 		if !retryAt.IsZero() {
+			m.status.endRemoval(key, pod.UID, false)
 			return timedqueue.RetryAt(retryAt, err)
 		}
 	}
@@ -185,9 +188,9 @@ func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error 
 		}
 		err = m.deletePod(ctx, key, pod)
 	}
+	m.status.endRemoval(key, pod.UID, err == nil)
 	switch {
 	case err == nil:
-		m.status.markRemoved(key, pod.UID)
 		m.stats.evicted.Add(1)
 		switch {
 		case fallback:

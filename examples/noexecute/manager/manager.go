@@ -21,7 +21,7 @@ import (
 // pod's node when the event was seen: it is the shard key, so a pod is handled
 // by the worker that handles its node. Deleted is set on the item of a delete
 // event only, to the deleted pod's UID as a removal record names it
-// (statuses.uidHash, never 0): a pod deleted and added again before its item
+// (statuses.uidHash: never 0): a pod deleted and added again before its item
 // is handled has an item for each, and the delete forgets only its own pod's
 // record. (A hash rather than the UID keeps the item at 56 bytes: a node
 // failure queues one per pod.)

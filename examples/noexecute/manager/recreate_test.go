@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/taintkit/taintkit/examples/noexecute/cluster"
 	"github.com/taintkit/taintkit/examples/noexecute/manager"
 )
 
@@ -59,5 +60,40 @@ func TestDryRunOldDeleteEventKeepsTheNewPodsRecord(t *testing.T) {
 		e.settle()
 		e.taint("n2", noExec, v1.Taint{Key: "example.com/b", Effect: v1.TaintEffectNoExecute}) // n2 changes: decided again
 		assert.Equal(t, int64(1), e.manager().Stats().DryRun, "one pod, two 'Would delete'")
+	})
+}
+
+// lateReturnClient deletes a pod, then holds the call's return until the
+// test releases it: the pod's delete event is handled before the eviction
+// learns that its delete succeeded, as when an informer's watch is faster
+// than the API call's response.
+type lateReturnClient struct {
+	*cluster.Cluster
+	hold chan struct{}
+}
+
+func (c *lateReturnClient) DeletePod(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	err := c.Cluster.DeletePod(ctx, ns, name, opts)
+	<-c.hold
+	return err
+}
+
+// The record of a pod the manager removed is forgotten when the pod's delete
+// event is handled, even if that is before the eviction's delete returns.
+func TestRemovedRecordForgottenWhenTheDeleteEventIsHandledFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lc := &lateReturnClient{hold: make(chan struct{})}
+		e := newEnv(t, func(c *manager.Config) {
+			lc.Cluster = c.Client.(*cluster.Cluster)
+			c.Client = lc
+		})
+		e.addNode("n1")
+		e.addPod("web", "n1", nil)
+		e.taint("n1") // the delete is done and its event handled; the call has not returned
+		require.False(t, e.exists("web"))
+		close(lc.hold)
+		e.settle()
+		assert.Equal(t, int64(1), e.manager().Stats().Evicted)
+		assert.Zero(t, e.manager().RemovedRecords(), "a removed pod's record outlived its delete event")
 	})
 }

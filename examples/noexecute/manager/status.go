@@ -35,11 +35,13 @@ type evictionStatus struct {
 // 64-bit hash of the pod's UID under a 64-bit hash of its key: 16 bytes a
 // pod. A record belongs to the pod with that UID: it is replaced by the
 // record of a pod recreated under the name and removed in turn, and
-// forgotten only by the delete event of the pod it names (the event's item
+// forgotten by the delete event of the pod it names (the event's item
 // carries the UID's hash), so that a predecessor's delete event, handled late
-// by its old node's shard, never forgets its successor's. (Two pods under one
-// key whose UIDs collide, with probability 2⁻⁶⁴, would have the second taken
-// for removed until the first's deletion is seen.)
+// by its old node's shard, never forgets its successor's. It is made before
+// the write that removes the pod (startRemoval), so that a delete event
+// handled before the write returns forgets it too. (Two pods under one key
+// whose UIDs collide, with probability 2⁻⁶², would have the second taken for
+// removed until the first's deletion is seen.)
 type statuses struct {
 	mu        sync.Mutex
 	byKey     map[types.NamespacedName]evictionStatus
@@ -51,7 +53,7 @@ type statuses struct {
 
 type removedStripe struct {
 	mu   sync.Mutex
-	uids map[uint64]uint64 // uid hash by key hash
+	uids map[uint64]uint64 // removal record by key hash
 	peak int               // for rebuildIfShrunk
 
 	_ [64]byte // keep stripes' mutexes off each other's cache lines
@@ -122,10 +124,20 @@ func (s *statuses) forget(key types.NamespacedName) bool {
 	return true
 }
 
-// uidHash is how a removal record names a pod's UID: never 0, which is no
+// A removal record is the hash of the pod's UID (uidHash, whose two low bits
+// are set) with one of the two low bits cleared to say which record it is:
+// removed (or, in a dry run, would have been), or being removed (a write that
+// may delete the pod is in flight).
+const (
+	recordRemoved  = ^uint64(2) // clears bit 1: ...01
+	recordRemoving = ^uint64(1) // clears bit 0: ...10
+)
+
+// uidHash is how a removal record names a pod's UID: its two low bits are set
+// (so it is never 0, which is no record), and are cleared one at a time in a
 // record.
 func (s *statuses) uidHash(uid types.UID) uint64 {
-	return maphash.String(s.seed, string(uid)) | 1
+	return maphash.String(s.seed, string(uid)) | 3
 }
 
 // removal returns the stripe of key and the hash of key.
@@ -134,30 +146,64 @@ func (s *statuses) removal(key types.NamespacedName) (st *removedStripe, k uint6
 	return &s.removed[k>>(64-6)], k
 }
 
-// markRemoved records that the pod key with this uid was removed (or would
-// have been), and reports whether it was not recorded already. It replaces
+// markRemoved records that the pod key with this uid would have been removed
+// (a dry run), and reports whether it was not recorded already. It replaces
 // the record of a pod that had the name before.
 func (s *statuses) markRemoved(key types.NamespacedName, uid types.UID) bool {
+	st, k := s.removal(key)
+	r := s.uidHash(uid) & recordRemoved
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.uids[k] == r {
+		return false
+	}
+	st.uids[k] = r
+	st.peak = max(st.peak, len(st.uids))
+	return true
+}
+
+// startRemoval records that a write that may delete the pod key with this
+// uid is about to be made; endRemoval must follow when it returns. The pod's
+// delete event may be handled before the write returns (an informer's watch
+// can be faster than the call's response): forgetRemoved then forgets this
+// record, and endRemoval, finding none, records nothing, so no record
+// outlives the event. If the write panics or calls runtime.Goexit, the record
+// stays, taken for nothing (isRemoved is false), until the next write's or
+// the delete event.
+func (s *statuses) startRemoval(key types.NamespacedName, uid types.UID) {
+	st, k := s.removal(key)
+	w := s.uidHash(uid) & recordRemoving
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.uids[k] = w
+	st.peak = max(st.peak, len(st.uids))
+}
+
+// endRemoval ends what startRemoval began: if the write removed the pod, it
+// records so, unless the pod's delete event has been handled already;
+// otherwise it withdraws the record.
+func (s *statuses) endRemoval(key types.NamespacedName, uid types.UID, removed bool) {
 	st, k := s.removal(key)
 	u := s.uidHash(uid)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.uids[k] == u {
-		return false
+	switch {
+	case st.uids[k] != u&recordRemoving:
+	case removed:
+		st.uids[k] = u & recordRemoved
+	default:
+		st.forgetLocked(k)
 	}
-	st.uids[k] = u
-	st.peak = max(st.peak, len(st.uids))
-	return true
 }
 
 // isRemoved reports whether the pod key with this uid was removed (or, in a
 // dry run, would have been).
 func (s *statuses) isRemoved(key types.NamespacedName, uid types.UID) bool {
 	st, k := s.removal(key)
-	u := s.uidHash(uid)
+	r := s.uidHash(uid) & recordRemoved
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.uids[k] == u
+	return st.uids[k] == r
 }
 
 // forgetRemoved forgets the record of the pod key whose UID hashes to u
@@ -168,12 +214,16 @@ func (s *statuses) forgetRemoved(key types.NamespacedName, u uint64) bool {
 	st, k := s.removal(key)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if old, ok := st.uids[k]; !ok || old != u {
+	if old, ok := st.uids[k]; !ok || old|3 != u {
 		return false
 	}
+	st.forgetLocked(k)
+	return true
+}
+
+func (st *removedStripe) forgetLocked(k uint64) {
 	delete(st.uids, k)
 	// Go maps keep their peak's memory: after a mass eviction, give it back
 	// once a quarter is left (amortised O(1) per deletion).
 	st.uids = rebuildIfShrunk(st.uids, &st.peak)
-	return true
 }
