@@ -2,14 +2,19 @@ package manager_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"testing/synctest"
 
+	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/noexecute/cluster"
 	"github.com/taintkit/taintkit/examples/noexecute/manager"
@@ -96,4 +101,81 @@ func TestRemovedRecordForgottenWhenTheDeleteEventIsHandledFirst(t *testing.T) {
 		assert.Equal(t, int64(1), e.manager().Stats().Evicted)
 		assert.Zero(t, e.manager().RemovedRecords(), "a removed pod's record outlived its delete event")
 	})
+}
+
+// One "Would delete" per pod UID across many recreations of a pod under the
+// same name, each on another node, with the old node's shard (and at times
+// the new one's) busy in a slow handler when the old pod goes and the new one
+// comes; after each round every node changes, and every pod is decided again.
+func TestDryRunOneWouldDeletePerUIDAcrossRecreations(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				nodes := []string{"n1", "n2", "n3", "n4"} // shards 0, 1, 0, 1 of 2
+				gates := map[string]*gate{}
+				for _, n := range nodes {
+					gates[n] = &gate{}
+				}
+				e := newEnv(t, func(c *manager.Config) {
+					c.DryRun, c.Shards, c.Logger = true, 2, ptr.To(logr.Discard())
+					list := c.PodsOnNode
+					c.PodsOnNode = func(name string) ([]*v1.Pod, error) {
+						pods, err := list(name)
+						gates[name].pass()
+						return pods, err
+					}
+				})
+				extra := v1.Taint{Key: "example.com/extra", Effect: v1.TaintEffectNoExecute}
+				hasExtra := map[string]bool{}
+				toggle := func(n string) { // a change of n's NoExecute taints: its handler lists its pods
+					hasExtra[n] = !hasExtra[n]
+					taints := []v1.Taint{noExec}
+					if hasExtra[n] {
+						taints = append(taints, extra)
+					}
+					require.NoError(t, e.c.SetTaints(n, taints...))
+				}
+				for _, n := range nodes {
+					e.addNode(n)
+					e.taint(n) // web tolerates nothing: each web would be deleted at once
+				}
+				rng := rand.New(rand.NewPCG(seed, 17))
+				at := nodes[rng.IntN(len(nodes))]
+				uids := []types.UID{e.addPod("web", at, nil).UID}
+				const rounds = 12
+				for range rounds {
+					next := nodes[rng.IntN(len(nodes))]
+					var releases []func()
+					releases = append(releases, gates[at].arm())
+					toggle(at)
+					e.settle() // at's handler lists the old web and waits
+					if next != at && rng.IntN(2) == 0 {
+						releases = append(releases, gates[next].arm())
+						toggle(next)
+						e.settle() // next's handler waits too: the new web's add queues behind it
+					}
+					require.NoError(t, e.c.DeletePod(context.Background(), "default", "web", metav1.DeleteOptions{}))
+					e.settle()
+					uids = append(uids, e.addPod("web", next, nil).UID)
+					rng.Shuffle(len(releases), func(i, j int) { releases[i], releases[j] = releases[j], releases[i] })
+					for _, release := range releases {
+						release()
+						e.settle()
+					}
+					for _, n := range nodes {
+						toggle(n)
+						e.settle()
+					}
+					at = next
+				}
+				got := wouldDeletes(e, "web")
+				want := map[string]int{}
+				for _, uid := range uids {
+					want[string(uid)] = 1
+				}
+				assert.Equal(t, want, got, "'Would delete' events by UID")
+				assert.Equal(t, int64(rounds+1), e.manager().Stats().DryRun)
+			})
+		})
+	}
 }
