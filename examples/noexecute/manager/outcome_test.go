@@ -3,11 +3,13 @@ package manager_test
 import (
 	"context"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -165,5 +167,35 @@ func TestCancelledAttemptThatPanicsLeavesNothing(t *testing.T) {
 		require.Len(t, p, 1)
 		assert.Equal(t, 1, p[0].Attempts, "the cancelled eviction's refusal was kept")
 		assert.Contains(t, p[0].LastError, "disruption budget")
+	})
+}
+
+// The queue arms a retry before it calls the retry hook, so the retry may
+// start, and end, before the hook of the failure before it runs (here the
+// queue's log line before the hook is held up while the clock moves on): the
+// late hook must not overwrite the retry's newer outcome.
+func TestLateRetryHookKeepsTheNewerOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hold := make(chan struct{})
+		var once sync.Once
+		held := make(chan struct{})
+		log := funcr.New(func(_, args string) {
+			if strings.Contains(args, "Work failed; will retry") {
+				once.Do(func() { close(held); <-hold })
+			}
+		}, funcr.Options{Verbosity: 4})
+		e, tc := trapEnv(t, func(c *manager.Config) { c.UseEvictionAPI, c.Logger = true, &log })
+		e.addNode("n1")
+		e.addPod("web", "n1", nil)
+		tc.trap("web", panics, refuses)
+		e.taint("n1") // panics; the failure's log line, before its hook, waits
+		<-held
+		e.step(time.Second) // the retry: refused
+		close(hold)         // the first failure's hook runs now
+		e.settle()
+		p := e.manager().Pending()
+		require.Len(t, p, 1)
+		assert.Equal(t, 2, p[0].Attempts)
+		assert.Contains(t, p[0].LastError, "disruption budget", "a late hook overwrote the newer refusal")
 	})
 }
