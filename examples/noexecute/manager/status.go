@@ -32,8 +32,9 @@ type evictionStatus struct {
 //
 // Every eviction records a removal and every handler and eviction looks one
 // up, so removals are kept in stripes, each under a mutex of its own, as a
-// 64-bit hash of the pod's UID under a 64-bit hash of its key: 16 bytes a
-// pod. A record belongs to the pod with that UID: it is replaced by the
+// 64-bit word (62 bits of a hash of the pod's UID, and 2 saying whether the
+// write that removes it has returned) under a 64-bit hash of its key: 16
+// bytes a pod. A record belongs to the pod with that UID: it is replaced by the
 // record of a pod recreated under the name and removed in turn, and
 // forgotten by the delete event of the pod it names (the event's item
 // carries the UID's hash), so that a predecessor's delete event, handled late
