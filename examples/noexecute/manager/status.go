@@ -18,7 +18,9 @@ import (
 // eviction's own return when it returned one and by the queue's retry hook
 // for any (evictionRetried); an eviction ends on its return (success, or a
 // cancel that withdrew it) or in the failure hook (evictionFailed). Nothing
-// is decided while a panic or Goexit unwinds an attempt.
+// is decided while a panic or Goexit unwinds an attempt. (An attempt
+// withdrawn while it ran fails uncounted, reported to no hook: its error is
+// recorded only if it returned one.)
 type evictionStatus struct {
 	refusals int
 	lastErr  string
