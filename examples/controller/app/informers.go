@@ -138,7 +138,7 @@ func podHandler(u updates, log logr.Logger) cache.ResourceEventHandler {
 // the deletion (its watch broke and the relist no longer had the object)
 // the event carries a cache.DeletedFinalStateUnknown holding the last state
 // the cache knew, which is as good for the manager: it only needs the
-// object's name, namespace and node.
+// object's name, namespace, node and (for a pod) UID.
 func deleted[T any](obj any, log logr.Logger) (T, bool) {
 	if t, ok := obj.(T); ok {
 		return t, true

@@ -13,3 +13,15 @@ func (m *Manager) RememberedFirstSights() int {
 	_, seen, _ := m.countdowns.sizes()
 	return seen
 }
+
+// RemovedRecords returns how many removed pods the manager keeps a record of.
+func (m *Manager) RemovedRecords() int {
+	n := 0
+	for i := range m.status.removed {
+		st := &m.status.removed[i]
+		st.mu.Lock()
+		n += len(st.uids)
+		st.mu.Unlock()
+	}
+	return n
+}

@@ -67,11 +67,12 @@ func hasNoExecute(node *v1.Node) bool {
 // tolerations. It runs on the shard worker of the node the pod was on when
 // the event was seen.
 func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
-	if u.Deleted {
+	if u.Deleted != 0 {
 		// The informer has seen the deletion (its cache is updated before
 		// its handlers are called), so no read can show the pod any more:
-		// a record that the manager removed it has done its job.
-		m.status.forgetRemoved(u.key())
+		// a record that the manager removed it has done its job. A record
+		// of a pod recreated under the name since is another pod's.
+		m.status.forgetRemoved(u.key(), u.Deleted)
 		if !m.holdsAnything(u.key()) {
 			// Nothing of the deleted pod's to cancel: the usual end of a
 			// pod this manager evicted, whose eviction forgot it already.
@@ -263,17 +264,17 @@ func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time
 // saved is a lister miss, which allocates an error.
 func (m *Manager) cancel(key types.NamespacedName, uid types.UID, why string) bool {
 	changed := m.countdowns.forgetPod(key)
-	if uid == "" {
-		changed = m.status.forgetRemoved(key) || changed // its deletion is seen
-	}
 	// CancelWork says false both for nothing scheduled and for a running
 	// attempt it withdrew, which is a change: GetWorker tells them apart.
-	cancelled := false
-	if _, ok := m.evictions.GetWorker(key); ok {
+	// Either way nothing follows: the status and the budget's slot go now.
+	// (A withdrawn attempt that returns forgets them too; one that panics
+	// or calls runtime.Goexit is reported to no hook.)
+	cancelled, found := false, false
+	if _, found = m.evictions.GetWorker(key); found {
 		cancelled = m.evictions.CancelWork(key)
 		changed = true
 	}
-	if cancelled || uid == "" {
+	if found || uid == "" {
 		changed = m.budgets.release(key, m.clock.Now()) || changed
 		changed = m.status.forget(key) || changed
 	}

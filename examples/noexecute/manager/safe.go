@@ -56,7 +56,9 @@ type PendingEviction struct {
 	// Attempts counts the attempts made so far: failed ones and the ones a
 	// disruption budget refused.
 	Attempts int
-	// LastError is the error of the last attempt, or "" if none failed.
+	// LastError is the error of the last attempt that failed or was
+	// refused, as the eviction queue recorded it (a panic or a
+	// runtime.Goexit in the client included), or "" if none was.
 	LastError string
 }
 
