@@ -224,7 +224,7 @@ func (q *TimedWorkerQueue[K]) Reschedule(key K, createdAt, fireAt time.Time) err
 			q.mu.Unlock()
 			return ErrRunning
 		}
-		if instantOf(fireAt) == q.s.fireInstant(i) {
+		if q.s.sameFire(i, fireAt) {
 			q.mu.Unlock()
 			return ErrUnchanged
 		}
@@ -235,10 +235,10 @@ func (q *TimedWorkerQueue[K]) Reschedule(key K, createdAt, fireAt time.Time) err
 		q.s.setTimes(i, createdAt, fireAt)
 		e.attempts, e.deferred = 0, false
 		e.seq = q.s.nextSeq() // a new schedule: ordered after earlier ones with the same time
-		e.next = unixNano(fireAt)
+		e.next = e.fire       // setTimes stored FireAt as unixNano does
 		if e.state == stateWaiting {
 			// The old node is stale now; push a new one rather than sift the old.
-			q.s.unwait(wasFar)
+			q.s.unwait(i, wasFar)
 			q.s.push(i)
 		}
 		d.adds++
@@ -279,7 +279,7 @@ func (q *TimedWorkerQueue[K]) scheduleLocked(key K, pos, tag uint32, createdAt, 
 	e.key = key
 	e.seq = s.nextSeq()
 	s.setTimes(i, createdAt, fireAt)
-	e.next = unixNano(fireAt)
+	e.next = e.fire // setTimes stored FireAt as unixNano does
 	e.attempts = 0
 	s.idx.insertAt(pos, tag, i)
 	if _, ok := q.withdrawn[key]; ok {
@@ -320,7 +320,7 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	case stateWaiting:
 		// Lazy deletion: free the slot, which leaves its heap node stale.
 		q.s.release(i)
-		if q.s.unwait(far) {
+		if q.s.unwait(i, far) {
 			q.pumpLocked(&d) // the earliest time may have changed: re-arm the timer
 		}
 	default: // blocked: not in the heap
