@@ -89,6 +89,7 @@ type store[K comparable] struct {
 	seq     uint64
 	shrinks int              // times shrink compacted the slab, for tests
 	locs    []*time.Location // interned Locations; index 0 is UTC
+	lastLoc uint8            // index of the Location locIndex found last
 	locIdx  map[*time.Location]uint8
 	// xlocs keeps, by slot, the Locations of the entries whose Locations did
 	// not fit in locs (index locOverflow): created, then fire. Nil until the
@@ -311,19 +312,25 @@ const compactScan = 4
 // has exactly one live node, and it is the node push would make for it now,
 // except slot skip, which has just stopped waiting (see bound).
 func (s *store[K]) compact(skip int32) {
-	var h []hnode
+	// The nodes left past the new length hold no pointer: no need to clear them.
 	if s.slab.len() <= compactScan*len(s.heap) {
-		h = s.appendWaiting(s.heap[:0], skip)
+		s.heap = s.appendWaiting(s.heap[:0], skip)
 	} else {
-		h = s.heap[:0]
-		for _, n := range s.heap {
-			if s.live(n) {
-				h = append(h, n)
-			}
+		s.heap = s.dropStale()
+	}
+	s.heapify()
+}
+
+// dropStale returns the live nodes of the heap, in its array, in no heap
+// order, looking each node's entry up in the slab.
+func (s *store[K]) dropStale() []hnode {
+	h := s.heap[:0]
+	for _, n := range s.heap {
+		if s.live(n) {
+			h = append(h, n)
 		}
 	}
-	s.heap = h // the nodes left past len(h) hold no pointer: no need to clear them
-	s.heapify()
+	return h
 }
 
 // appendWaiting appends the live node of every waiting entry of the main heap
@@ -400,28 +407,43 @@ const locScan = 8
 
 // locIndex interns l and returns its index, or locOverflow once locOverflow
 // Locations are interned (time.Parse of a numeric offset makes a new
-// *Location on each call, so this is easy to reach). Lookups are O(1).
+// *Location on each call, so this is easy to reach). Lookups are O(1); the
+// Location found last (most callers use one) is one comparison.
 func (s *store[K]) locIndex(l *time.Location) uint8 {
-	for i, x := range s.locs[:min(len(s.locs), locScan)] {
+	if s.locs[s.lastLoc] == l {
+		return s.lastLoc
+	}
+	return s.internLoc(l)
+}
+
+// internLoc is locIndex for a Location other than the last one found.
+func (s *store[K]) internLoc(l *time.Location) uint8 {
+	i, ok := uint8(0), false
+	for j, x := range s.locs[:min(len(s.locs), locScan)] {
 		if x == l {
-			return uint8(i)
+			i, ok = uint8(j), true
+			break
 		}
 	}
-	if i, ok := s.locIdx[l]; ok {
-		return i
+	if !ok {
+		i, ok = s.locIdx[l]
 	}
-	n := len(s.locs)
-	if n >= locOverflow {
-		return locOverflow
-	}
-	s.locs = append(s.locs, l)
-	if n >= locScan {
-		if s.locIdx == nil {
-			s.locIdx = make(map[*time.Location]uint8)
+	if !ok {
+		n := len(s.locs)
+		if n >= locOverflow {
+			return locOverflow
 		}
-		s.locIdx[l] = uint8(n)
+		s.locs = append(s.locs, l)
+		if n >= locScan {
+			if s.locIdx == nil {
+				s.locIdx = make(map[*time.Location]uint8)
+			}
+			s.locIdx[l] = uint8(n)
+		}
+		i = uint8(n)
 	}
-	return uint8(n)
+	s.lastLoc = i
+	return i
 }
 
 // setTimes stores createdAt and fireAt in slot i: as Unix nanoseconds and
@@ -429,8 +451,29 @@ func (s *store[K]) locIndex(l *time.Location) uint8 {
 // for a Location not interned, the caller's *Location itself in xlocs. A
 // Location is never changed.
 func (s *store[K]) setTimes(i int32, createdAt, fireAt time.Time) {
+	s.storeTimes(i, createdAt, instantOf(fireAt), fireAt.Location())
+}
+
+// retime is setTimes for a slot holding a schedule, unless fireAt is the
+// FireAt stored there, to the nanosecond: then it changes nothing and
+// reports false.
+func (s *store[K]) retime(i int32, createdAt, fireAt time.Time) bool {
+	f := instantOf(fireAt)
+	if ns := f.ns(); !saturated(ns) {
+		if ns == s.at(i).fire { // never equal to a saturated one
+			return false
+		}
+	} else if f == s.fireInstant(i) {
+		return false
+	}
+	s.storeTimes(i, createdAt, f, fireAt.Location())
+	return true
+}
+
+// storeTimes is setTimes with FireAt as its instant f and Location fl.
+func (s *store[K]) storeTimes(i int32, createdAt time.Time, f instant, fl *time.Location) {
 	e := s.at(i)
-	c, f := instantOf(createdAt), instantOf(fireAt)
+	c := instantOf(createdAt)
 	e.created, e.fire = c.ns(), f.ns()
 	if saturated(e.created) || saturated(e.fire) {
 		if s.xtimes == nil {
@@ -440,7 +483,7 @@ func (s *store[K]) setTimes(i int32, createdAt, fireAt time.Time) {
 	} else if s.xtimes != nil {
 		delete(s.xtimes, i) // a reschedule may leave a saturated time
 	}
-	cl, fl := createdAt.Location(), fireAt.Location()
+	cl := createdAt.Location()
 	e.createdLoc = s.locIndex(cl)
 	if e.fireLoc = e.createdLoc; fl != cl {
 		e.fireLoc = s.locIndex(fl)
@@ -461,16 +504,6 @@ func (s *store[K]) createdInstant(i int32) instant {
 		return instantOfNs(c)
 	}
 	return s.xtimes[i][0]
-}
-
-// sameFire reports whether fireAt is the FireAt stored in slot i, to the
-// nanosecond, comparing Unix nanoseconds unless a time is saturated.
-func (s *store[K]) sameFire(i int32, fireAt time.Time) bool {
-	f := instantOf(fireAt)
-	if ns := f.ns(); !saturated(ns) {
-		return ns == s.at(i).fire // never equal to a saturated one
-	}
-	return f == s.fireInstant(i)
 }
 
 // fireInstant returns the FireAt stored in slot i at full precision.

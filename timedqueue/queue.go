@@ -224,15 +224,14 @@ func (q *TimedWorkerQueue[K]) Reschedule(key K, createdAt, fireAt time.Time) err
 			q.mu.Unlock()
 			return ErrRunning
 		}
-		if q.s.sameFire(i, fireAt) {
+		wasFar := saturated(e.next)
+		if !q.s.retime(i, createdAt, fireAt) {
 			q.mu.Unlock()
 			return ErrUnchanged
 		}
-		wasFar := saturated(e.next)
 		if wasFar {
 			delete(q.s.xnext, i) // Attempts is reset: NextAttempt is FireAt
 		}
-		q.s.setTimes(i, createdAt, fireAt)
 		e.attempts, e.deferred = 0, false
 		e.seq = q.s.nextSeq() // a new schedule: ordered after earlier ones with the same time
 		e.next = e.fire       // setTimes stored FireAt as unixNano does
