@@ -206,9 +206,9 @@ func (s *store[K]) unwait(i int32, far bool) (topStale bool) {
 	return topStale
 }
 
-// bound compacts the heap once more than a quarter of it is stale. Each
-// compaction costs less than four times the unwaits and pops since the
-// previous one (only unwait makes a node stale), so O(1) amortised per
+// bound compacts the heap once more than a quarter of it is stale. Only
+// unwait makes a node stale, so a compaction follows at least len(heap)/4
+// unwaits, and it costs O(len(heap)) (see compact): O(1) amortised per
 // unwait. Slot i has just stopped waiting and has no node in the heap, even
 // if it is still in stateWaiting: compact must not make one for it.
 func (s *store[K]) bound(i int32) {
@@ -304,13 +304,13 @@ const compactScan = 4
 // compact drops every stale node and rebuilds the heap in O(n).
 //
 // Whether a node is stale is in its slab entry, and the nodes are in no slot
-// order: checking each node is a cache miss per node, 4/3 nodes per waiting
-// entry at each compaction, so about four misses per unwait under churn,
-// more than the unwait itself. So unless the slab is much larger than the
-// heap, compact makes the live nodes anew from the waiting entries, read in
-// slot order (a sequential read the hardware prefetches): each waiting entry
-// has exactly one live node, and it is the node push would make for it now,
-// except slot skip, which has just stopped waiting (see bound).
+// order: checking each one is a cache miss, for 4/3 nodes per waiting entry
+// at each compaction, about four per unwait under rescheduling churn (see
+// BenchmarkCompact). So unless the slab holds more than compactScan slots
+// per node, compact makes the live nodes anew from the waiting entries, the
+// slab read in slot order (sequential, prefetched): each waiting entry has
+// exactly one live node, the one push would make for it now, except slot
+// skip, which has just stopped waiting (see bound).
 func (s *store[K]) compact(skip int32) {
 	// The nodes left past the new length hold no pointer: no need to clear them.
 	if s.slab.len() <= compactScan*len(s.heap) {
