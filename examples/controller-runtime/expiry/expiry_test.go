@@ -9,11 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -299,33 +296,11 @@ func (h *harness) waitUntil(at time.Time) {
 	}
 }
 
-// waitGone waits until the ConfigMap is gone. It watches from the API
-// server's watch cache (resourceVersion "0", as informers do), restarting
-// the watch when the server ends it.
+// waitGone waits until the ConfigMap is gone.
 func (h *harness) waitGone(name string, timeout time.Duration) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(h.ctx, timeout)
 	defer cancel()
-	for {
-		w, err := h.c.Watch(ctx, &v1.ConfigMapList{}, client.InNamespace(h.ns),
-			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}},
-			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)})
-		if ctx.Err() != nil {
-			h.t.Fatalf("ConfigMap %s/%s still there after %v", h.ns, name, timeout)
-		}
-		require.NoError(h.t, err)
-		// The watch starts with the ConfigMap as an ADDED event, if it exists.
-		var cm v1.ConfigMap
-		if err := h.c.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: name}, &cm); apierrors.IsNotFound(err) {
-			w.Stop()
-			return
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Deleted {
-				w.Stop()
-				return
-			}
-		}
-		w.Stop()
-	}
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}}
+	require.NoError(h.t, testenv.WaitDeleted(ctx, h.c, &v1.ConfigMapList{}, cm), "ConfigMap %s/%s not deleted", h.ns, name)
 }

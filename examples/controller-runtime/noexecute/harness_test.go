@@ -13,9 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -281,54 +279,14 @@ func countdownStart(t *testing.T, node *v1.Node, key string, pod *v1.Pod) time.T
 	return start
 }
 
-// watchUntil watches list's kind in the test's namespace, restarting the
-// watch when the server ends it, until done returns true for an event; it
-// fails the test after timeout. A new watch starts with the current
-// objects, as ADDED events. It watches from the API server's watch cache
-// (resourceVersion "0", as informers do): a watch from "now" must wait for
-// the cache to reach etcd's latest revision, which etcd 3.4 reports late.
-func (h *harness) watchUntil(list client.ObjectList, timeout time.Duration, what string, done func(watch.Event) bool, opts ...client.ListOption) {
-	h.t.Helper()
-	ctx, cancel := context.WithTimeout(h.ctx, timeout)
-	defer cancel()
-	for {
-		w, err := h.c.Watch(ctx, list, append([]client.ListOption{fromCache(), client.InNamespace(h.ns)}, opts...)...)
-		if ctx.Err() != nil {
-			h.t.Fatalf("%s: not within %v", what, timeout)
-		}
-		require.NoError(h.t, err)
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
-				h.t.Logf("%s: watch error: %v", what, apierrors.FromObject(ev.Object))
-				continue
-			}
-			if done(ev) {
-				w.Stop()
-				return
-			}
-		}
-		w.Stop()
-	}
-}
-
-func fromCache() client.ListOption {
-	return &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}}
-}
-
 // waitGone waits until the pod with pod's UID is being deleted or gone, and
 // returns when the watch saw it.
 func (h *harness) waitGone(pod *v1.Pod, timeout time.Duration) time.Time {
 	h.t.Helper()
-	var at time.Time
-	h.watchUntil(&v1.PodList{}, timeout, fmt.Sprintf("pod %s/%s deleted", pod.Namespace, pod.Name), func(ev watch.Event) bool {
-		p, _ := ev.Object.(*v1.Pod)
-		if p == nil || ev.Type == watch.Deleted || p.UID != pod.UID || p.DeletionTimestamp != nil {
-			at = time.Now()
-			return true
-		}
-		return false
-	}, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", pod.Name)})
-	return at
+	ctx, cancel := context.WithTimeout(h.ctx, timeout)
+	defer cancel()
+	require.NoError(h.t, testenv.WaitDeleted(ctx, h.c, &v1.PodList{}, pod), "pod %s/%s not deleted", pod.Namespace, pod.Name)
+	return time.Now()
 }
 
 // requireStays fails the test if the pod is deleted within d.
@@ -336,20 +294,8 @@ func (h *harness) requireStays(pod *v1.Pod, d time.Duration) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(h.ctx, d)
 	defer cancel()
-	for ctx.Err() == nil {
-		w, err := h.c.Watch(ctx, &v1.PodList{}, fromCache(), client.InNamespace(pod.Namespace),
-			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", pod.Name)})
-		if ctx.Err() != nil {
-			return
-		}
-		require.NoError(h.t, err)
-		for ev := range w.ResultChan() {
-			p, _ := ev.Object.(*v1.Pod)
-			if ev.Type == watch.Deleted || (p != nil && p.DeletionTimestamp != nil) {
-				h.t.Fatalf("pod %s/%s deleted while it had to stay", pod.Namespace, pod.Name)
-			}
-		}
-		w.Stop()
+	if testenv.WaitDeleted(ctx, h.c, &v1.PodList{}, pod) == nil {
+		h.t.Fatalf("pod %s/%s deleted while it had to stay", pod.Namespace, pod.Name)
 	}
 }
 
@@ -357,13 +303,16 @@ func (h *harness) requireStays(pod *v1.Pod, d time.Duration) {
 // contains text, and returns it.
 func (h *harness) waitEvent(pod *v1.Pod, text string, timeout time.Duration) *eventsv1.Event {
 	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.ctx, timeout)
+	defer cancel()
 	var found *eventsv1.Event
-	h.watchUntil(&eventsv1.EventList{}, timeout, fmt.Sprintf("event %q about pod %s/%s", text, pod.Namespace, pod.Name), func(ev watch.Event) bool {
+	err := testenv.WaitFor(ctx, h.c, &eventsv1.EventList{}, func(ev watch.Event) bool {
 		if e, _ := ev.Object.(*eventsv1.Event); e != nil && e.Regarding.UID == pod.UID && strings.Contains(e.Note, text) {
 			found = e
 		}
 		return found != nil
-	})
+	}, client.InNamespace(pod.Namespace))
+	require.NoError(h.t, err, "no event %q about pod %s/%s", text, pod.Namespace, pod.Name)
 	return found
 }
 
