@@ -152,6 +152,7 @@ func setup(t *testing.T, ns string) *harness {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
+	ns = testenv.Name(ns)
 	require.NoError(t, c.Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	return &harness{t: t, ctx: ctx, cfg: cfg, c: c, ns: ns}
 }

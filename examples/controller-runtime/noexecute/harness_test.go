@@ -47,8 +47,8 @@ func setup(t *testing.T, name string) *harness {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	h := &harness{t: t, ctx: ctx, cfg: cfg, c: c, ns: name}
-	require.NoError(t, c.Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
+	h := &harness{t: t, ctx: ctx, cfg: cfg, c: c, ns: testenv.Name(name)}
+	require.NoError(t, c.Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: h.ns}}))
 	return h
 }
 

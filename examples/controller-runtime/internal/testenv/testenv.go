@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,4 +142,13 @@ func binaries() (apiserver, etcd string, err error) {
 func executable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+var names atomic.Int64
+
+// Name returns prefix followed by a number unique in the test process:
+// namespaces are never removed (envtest runs no namespace controller), and
+// go test -count runs a test again in the same process.
+func Name(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, names.Add(1))
 }
