@@ -86,7 +86,7 @@ func (r *Reconciler) due(_ context.Context, key types.NamespacedName) error {
 }
 
 // Scheduled returns when the ConfigMap namespace/name is scheduled to be
-// looked at again, if it is.
+// looked at again, if it is. Call it after SetupWithManager.
 func (r *Reconciler) Scheduled(key types.NamespacedName) (time.Time, bool) {
 	w, ok := r.schedules.GetWorker(key)
 	return w.FireAt, ok

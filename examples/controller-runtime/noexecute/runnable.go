@@ -38,7 +38,9 @@ var (
 
 // Runnable runs the NoExecute taint manager of examples/noexecute/manager
 // in a controller-runtime manager, only while that manager leads. Set its
-// fields, then call SetupWithManager once, before the manager starts.
+// fields, then call SetupWithManager once, before the manager starts;
+// controller-runtime calls Start once the caches have synced and this
+// replica leads.
 type Runnable struct {
 	// Config holds the taint manager's settings (Shards,
 	// MaxConcurrentEvictions, DryRun, UseEvictionAPI, eviction budget,
@@ -132,13 +134,15 @@ func (r *Runnable) Start(ctx context.Context) error {
 	r.metrics.leader.Set(1)
 	defer r.metrics.leader.Set(0)
 	ctx, stop := context.WithCancel(ctx)
-	defer stop()
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
 		r.m.Run(ctx)
 	}()
-	defer func() { <-stopped }()
+	defer func() {
+		stop() // on an error below; otherwise ctx is done already
+		<-stopped
+	}()
 	for _, h := range []struct {
 		informer cache.Informer
 		handler  toolscache.ResourceEventHandler

@@ -42,9 +42,8 @@ import (
 // examples/controller/hack/kube-apiserver/go.mod.
 const KubernetesVersion = "v1.37.2"
 
-// BuildScript builds the kube-apiserver; the path is relative to this
-// module's root.
-const BuildScript = "../controller/hack/build-kube-apiserver.sh"
+// BuildScript builds the kube-apiserver, run from the repository's root.
+const BuildScript = "examples/controller/hack/build-kube-apiserver.sh"
 
 var shared struct {
 	cfg     *rest.Config
@@ -124,7 +123,7 @@ func binaries() (apiserver, etcd string, err error) {
 		apiserver = filepath.Join(cache, "kube-apiserver-"+KubernetesVersion)
 	}
 	if apiserver != "" && !executable(apiserver) {
-		return "", "", fmt.Errorf("testenv: no kube-apiserver at %s: build it once with %s (5-11 minutes on 2 cores; it prints the path), "+
+		return "", "", fmt.Errorf("testenv: no kube-apiserver at %s: build it once with %s from the repository's root (5-11 minutes on 2 cores; it prints the path), "+
 			"or set TAINTKIT_KUBE_APISERVER or KUBEBUILDER_ASSETS", apiserver, BuildScript)
 	}
 	etcd = os.Getenv("TAINTKIT_ETCD")
