@@ -359,26 +359,21 @@ func BenchmarkUpdateWork(b *testing.B) {
 }
 
 // BenchmarkReschedule is rescheduling churn: n pending items, each call
-// moves a random one to a random FireAt (as fill's, a day ahead within an
-// hour). Unlike BenchmarkUpdateWork's keys in turn, each call reaches the
-// index, the slab and the key at random, as informer events do.
+// moving a random one to a random FireAt (fill's spread), so that each call
+// reaches the index, the slab and the key at random, as informer events do
+// (BenchmarkUpdateWork takes the keys in turn).
 //
-// It went from ~430 to ~690 ns at 100k with the memory work (56-byte entries
-// in pages, shrinking), measured in bench/upstream. Not the shrinking (pure
-// churn never shrinks or regrows anything) nor the far-time path (never
-// taken here): counted with cachegrind (instructions and cache misses per
-// call, deterministic where timings on the shared VM move by ±50%), the
-// reschedule itself went from 1141 to 1397 instructions and from 9.7 to 12.0
-// L1 and 9.0 to 11.0 L2 misses (1 MiB) per call. Half the misses were
-// compaction's (see BenchmarkCompact): a compaction every n/3 reschedules
-// checked each of the heap's 4/3·n nodes against its slab entry, in heap
-// order, at random, and a 56-byte entry mostly straddles two cache lines.
-// The instructions were the times' packing into Unix nanoseconds (range
-// checks, FireAt converted twice, two Location look-ups) and the slab's
-// pages. Now compaction reads the slab in slot order (sequential, prefetched)
-// and makes the live nodes anew, and a reschedule converts each time once
-// and looks its Location up with one comparison: 1245 instructions, 9.9 L1
-// and 9.0 L2 misses per call, a third of them sequential.
+// The memory work (56-byte entries in pages) made it slower. Per call at
+// 100k, counted with cachegrind (L1 48 KiB, L2 2 MiB; deterministic, where
+// timings on the shared VM move by ±50%): 1142 → 1384 instructions, 11.2 →
+// 14.0 L1 and 9.3 → 11.2 L2 misses. Not shrinking and regrowing (pure churn
+// resizes nothing), not the far-time path (never taken), not the index (same
+// lookups): half the new misses were compaction's, which checked 4/3 nodes
+// per waiting entry against their slab entries in heap order, at random,
+// most entries now spanning two cache lines (BenchmarkCompact); the
+// instructions were the times' packing (FireAt converted twice, two
+// Location look-ups). Now 1244 instructions, 10.0 L1 and 8.3 L2 misses, a
+// third of them compaction's sequential read of the slab.
 func BenchmarkReschedule(b *testing.B) {
 	for _, n := range sizes {
 		for _, impl := range impls {
