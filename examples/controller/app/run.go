@@ -24,7 +24,7 @@ import (
 )
 
 // Component is the controller's name: the source of its events and the
-// suffix of its user agent.
+// first word of its User-Agent ([UserAgent]).
 const Component = "taintkit-noexecute"
 
 // ErrLeaderLost is returned by [Run] when this replica stopped acting
@@ -40,9 +40,9 @@ var errGraceExpired = errors.New("app: shutdown grace period expired")
 // Run runs the controller until ctx is done or the lease is lost. It
 // validates o (returning [Options.Validate]'s error before anything
 // starts), binds the metrics and health servers, starts shared informers
-// for nodes and pods with cfg's credentials (QPS and burst set from o;
-// cfg itself is not changed), and once their caches are synced (/readyz
-// turns 200) runs the manager of examples/noexecute/manager: at once, or
+// for nodes and pods with cfg's credentials (QPS and burst set from o, the
+// User-Agent to [UserAgent] of o.Identity; cfg itself is not changed), and
+// once their caches are synced (/readyz turns 200) runs the manager of examples/noexecute/manager: at once, or
 // with o.LeaderElect only while this replica holds the Lease.
 //
 // When ctx is done Run stops the manager, lets evictions already in flight
@@ -63,7 +63,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.RateLimiter = nil // the flags decide, not a limiter the caller left in cfg
-	cfg = rest.AddUserAgent(cfg, Component)
+	cfg.UserAgent = UserAgent(o.Identity)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("app: clientset: %w", err)
@@ -75,7 +75,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		// the renew deadline, so one hung request cannot lose the lease.
 		lcfg := rest.CopyConfig(cfg)
 		lcfg.Timeout = max(time.Second, o.RenewDeadline/2)
-		lcfg = rest.AddUserAgent(lcfg, "leader-election")
+		lcfg.UserAgent += leaderElectionUserAgentSuffix
 		if leaderClient, err = kubernetes.NewForConfig(lcfg); err != nil {
 			return fmt.Errorf("app: leader election clientset: %w", err)
 		}
