@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -64,7 +65,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.RateLimiter = nil // the flags decide, not a limiter the caller left in cfg
 	cfg.UserAgent = UserAgent(o.Identity)
-	client, err := kubernetes.NewForConfig(cfg)
+	mainCfg := rest.CopyConfig(cfg)
+	mainCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return waitForServer{next: rt} })
+	client, err := kubernetes.NewForConfig(mainCfg)
 	if err != nil {
 		return fmt.Errorf("app: clientset: %w", err)
 	}
@@ -72,7 +75,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if o.LeaderElect {
 		// A client of its own, with its own rate limiter: renewals must not
 		// queue behind a thousand deletions. A request may take at most half
-		// the renew deadline, so one hung request cannot lose the lease.
+		// the renew deadline, so one hung request cannot lose the lease; the
+		// elector tries again itself, so its requests do not wait for an
+		// unreachable server (waitForServer).
 		lcfg := rest.CopyConfig(cfg)
 		lcfg.Timeout = max(time.Second, o.RenewDeadline/2)
 		lcfg.UserAgent += leaderElectionUserAgentSuffix
