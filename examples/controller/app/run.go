@@ -128,7 +128,7 @@ func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Optio
 		o.Listening(srv.addrs())
 	}
 
-	cl, err := newCluster(client)
+	cl, err := newCluster(client, log)
 	if err != nil {
 		return err
 	}
