@@ -51,10 +51,12 @@ func (p *tcpProxy) blackhole() {
 	}
 }
 
-// heal removes the blackhole and closes the connections it held, whose
-// data is lost (their peers would find them dead): every peer reconnects.
+// heal closes the connections the blackhole held, whose data is lost
+// (their peers would find them dead after their timeouts), and removes the
+// blackhole: every peer reconnects at once. (Removing it first would leave
+// some connections open but broken.)
 func (p *tcpProxy) heal() {
-	p.p.Toxics.ResetToxics(context.Background())
 	p.cut()
+	p.p.Toxics.ResetToxics(context.Background())
 	p.restore()
 }
