@@ -58,6 +58,10 @@ type PendingEviction struct {
 	Attempts int
 	// LastError is the error of the last attempt, or "" if none failed.
 	LastError string
+	// Failed reports that the eviction was given up: its attempts ran out
+	// (EvictionRetry's MaxAttempts), with a Warning event and a count in
+	// [Stats].Failed. The pod stays until its next update decides again.
+	Failed bool
 }
 
 // Metrics receives the observations of a [Manager] that its [Stats] cannot
