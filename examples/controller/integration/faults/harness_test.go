@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,9 +20,14 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -392,4 +398,55 @@ func lateness(rep *oracle.Report, fault oracle.FaultWindow) (during, after lateS
 		}
 	}
 	return during, after
+}
+
+// waitGoneBy waits until every pod is gone or until, and returns the pods
+// still there then.
+func (cl *cluster) waitGoneBy(pods []*corev1.Pod, until time.Time) []*corev1.Pod {
+	ctx, cancel := context.WithDeadline(cl.ctx, until)
+	defer cancel()
+	var mu sync.Mutex
+	var left []*corev1.Pod
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := testenv.WaitForPodDeleted(ctx, cl.c, p.Namespace, p.Name, p.UID); err != nil {
+				mu.Lock()
+				left = append(left, p)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return left
+}
+
+// waitEvent waits for an event about the pod uid whose message starts with
+// prefix, and returns it.
+func (cl *cluster) waitEvent(ctx context.Context, uid types.UID, prefix string) (*corev1.Event, error) {
+	sel := fields.OneTermEqualSelector("involvedObject.uid", string(uid)).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return cl.c.CoreV1().Events(cl.ns).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return cl.c.CoreV1().Events(cl.ns).Watch(ctx, o)
+		},
+	}
+	var found *corev1.Event
+	match := func(obj any) bool {
+		if e, ok := obj.(*corev1.Event); ok && strings.HasPrefix(e.Message, prefix) {
+			found = e
+			return true
+		}
+		return false
+	}
+	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Event{},
+		func(store cache.Store) (bool, error) { return slices.ContainsFunc(store.List(), match), nil },
+		func(ev watch.Event) (bool, error) { return ev.Type != watch.Deleted && match(ev.Object), nil })
+	return found, err
 }

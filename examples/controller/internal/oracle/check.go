@@ -28,6 +28,13 @@ const (
 type FaultWindow struct {
 	Name       string
 	Start, End time.Time
+	// Slowness, if not zero, makes it a fault that only slows requests: a
+	// pod due in it may take Slowness longer than the usual 2 s, rather
+	// than until the fault's end + 5 s.
+	Slowness time.Duration
+	// After, if not zero, replaces the 5 s a pod due in the fault may take
+	// after its end.
+	After time.Duration
 }
 
 // Eviction is a pod the controller removed, as the record shows it.
@@ -70,6 +77,11 @@ type Report struct {
 	// Held are the due pods a disruption budget kept: the server refused
 	// their eviction (429) before their bound.
 	Held []string
+	// AfterLost counts, for each delete or eviction whose answer was lost
+	// ([Oracle.AnswerLost]), by audit ID, the controller's deletes and
+	// evictions of the same pod after it: 0 when the controller saw the
+	// write done.
+	AfterLost map[string]int
 }
 
 // input is everything the checks read.
@@ -103,7 +115,7 @@ type podLife struct {
 }
 
 func check(in input) *Report {
-	rep := &Report{Writes: map[Kind]int{}, LastWrite: map[string]time.Time{}}
+	rep := &Report{Writes: map[Kind]int{}, LastWrite: map[string]time.Time{}, AfterLost: map[string]int{}}
 	fail := func(format string, args ...any) {
 		rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...))
 	}
@@ -256,6 +268,11 @@ func check(in input) *Report {
 		l := lives[uid]
 		// Never twice: a write is repeated only after a refusal or a lost
 		// answer.
+		for i, w := range l.writes {
+			if in.lost[w.AuditID] {
+				rep.AfterLost[w.AuditID] = len(l.writes) - i - 1
+			}
+		}
 		for i := 1; i < len(l.writes); i++ {
 			prev := l.writes[i-1]
 			if prev.Applied() && !in.lost[prev.AuditID] {
@@ -323,8 +340,18 @@ func checkLost(in input, l *podLife, rep *Report, fail func(string, ...any)) {
 		bound := dueSince.Add(lostBound)
 		fault := ""
 		for _, f := range in.faults {
-			if !f.Start.After(bound) && !f.End.Before(dueSince) && f.End.Add(faultBound).After(bound) {
-				bound, fault = f.End.Add(faultBound), f.Name
+			if f.Start.After(bound) || f.End.Before(dueSince) {
+				continue
+			}
+			b := f.End.Add(faultBound)
+			if f.After > 0 {
+				b = f.End.Add(f.After)
+			}
+			if f.Slowness > 0 {
+				b = dueSince.Add(lostBound + f.Slowness)
+			}
+			if b.After(bound) {
+				bound, fault = b, f.Name
 			}
 		}
 		if s.c.unknown {

@@ -139,6 +139,21 @@ func TestCheck(t *testing.T) {
 			faults:    []FaultWindow{{Name: "outage", Start: at(4 * time.Second), End: at(6 * time.Second)}},
 			wantEvict: 1,
 		},
+		"deleted 3 s late while slowed by 2 s": {
+			tol:       ptrSeconds(5),
+			requests:  []Request{del("d1", 8*time.Second, 200)},
+			extra:     func(in *input) { deleted(in, 8*time.Second, 200) },
+			faults:    []FaultWindow{{Name: "slow", Start: at(4 * time.Second), End: at(6 * time.Second), Slowness: 2 * time.Second}},
+			wantEvict: 1,
+		},
+		"deleted 5 s late while slowed by 2 s": {
+			tol:       ptrSeconds(5),
+			requests:  []Request{del("d1", 10*time.Second, 200)},
+			extra:     func(in *input) { deleted(in, 10*time.Second, 200) },
+			faults:    []FaultWindow{{Name: "slow", Start: at(4 * time.Second), End: at(6 * time.Second), Slowness: 2 * time.Second}},
+			wantViol:  []string{"never lost"},
+			wantEvict: 1,
+		},
 		"the test ends before the bound": {
 			tol: ptrSeconds(5),
 			end: 6 * time.Second,

@@ -23,10 +23,11 @@
 //   - never early: no delete or eviction of a pod is received before its
 //     deadline, nor more than 1 s after the pod stopped being due;
 //   - never lost: a pod that stays due has a deletionTimestamp by its
-//     deadline + 2 s, or, when a fault was active then, by the fault's end
-//   - 5 s (see [Oracle.Fault]), unless a disruption budget refused its
-//     eviction (429) by then ([Report].Held) or the controller said it gave
-//     up ([Oracle.Excuse]);
+//     deadline + 2 s; when a fault was active then, by the fault's end plus
+//     5 s ([Oracle.Fault]), or, for a fault that only slowed requests, by
+//     its deadline + 2 s + the slowness ([Oracle.Slow]); unless a
+//     disruption budget refused its eviction (429) by then ([Report].Held)
+//     or the controller said it gave up ([Oracle.Excuse]);
 //   - never twice: every write of the controller to a pod carries the UID
 //     precondition of the pod it decided for; a pod UID is deleted or
 //     evicted again only after the server refused the previous request or

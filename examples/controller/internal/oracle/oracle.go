@@ -78,6 +78,23 @@ func (o *Oracle) Fault(name string, start, end time.Time) {
 	o.faults = append(o.faults, FaultWindow{Name: name, Start: start, End: end})
 }
 
+// FaultWithin is Fault with a bound of its own: a pod due while the fault
+// was active may get its deletionTimestamp as late as end + after. A test
+// that states a looser bound than 5 s says why.
+func (o *Oracle) FaultWithin(name string, start, end time.Time, after time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.faults = append(o.faults, FaultWindow{Name: name, Start: start, End: end, After: after})
+}
+
+// Slow records that requests were slowed from start to end: a pod due then
+// may get its deletionTimestamp as late as its deadline + 2 s + slowness.
+func (o *Oracle) Slow(name string, start, end time.Time, slowness time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.faults = append(o.faults, FaultWindow{Name: name, Start: start, End: end, Slowness: slowness})
+}
+
 // AnswerLost records that the answer to the request with this audit ID
 // (the Audit-Id header of the server's response) never reached the
 // controller: repeating that request is no violation.
