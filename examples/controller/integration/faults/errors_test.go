@@ -27,7 +27,8 @@ import (
 // are met by deadline + 2 s + 2 × 1 s (an eviction is two requests), and
 // those while writes failed by the errors' end + 10 s: not the 5 s of the
 // other faults, as the retry policy waits up to 8 s before the last try.
-// One pod's writes all fail, so that a pod given up is seen every run.
+// One pod's writes all fail, so that a pod given up is seen every run, and
+// another's first DELETE is applied with its answer lost.
 func TestErrorsAndSlowness(t *testing.T) {
 	t.Parallel()
 	const (
@@ -49,6 +50,8 @@ func TestErrorsAndSlowness(t *testing.T) {
 	// all fall in the 30 s of errors, and it is given up.
 	doomed := created[0]
 	proxy.doom(doomed.Name)
+	// And this pod's first DELETE is applied, its answer lost.
+	proxy.dropNextDelete(created[1].Name)
 	cl.sleepUntil(added.Add(3 * time.Second))
 	errStart := time.Now()
 	proxy.set(failRate, 0)
@@ -116,6 +119,7 @@ func TestErrorsAndSlowness(t *testing.T) {
 		assert.Zero(t, n, "a delete the server applied (audit %s), its answer lost, was sent %d more times", id, n)
 	}
 	t.Logf("MEASURED deletes applied with their answers lost: %d, repeated after: %v", len(rep.AfterLost), rep.AfterLost)
+	assert.NotEmpty(t, rep.AfterLost, "no delete's answer was lost: the test did not test it")
 	assert.Len(t, rep.Evictions, pods-len(left), "pods removed by the controller")
 	assert.Empty(t, r.Exits(), "the replica exited")
 }

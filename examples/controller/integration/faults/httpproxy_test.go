@@ -34,6 +34,7 @@ type httpProxy struct {
 	rng      *rand.Rand
 	failRate float64       // share of pod writes failed
 	doomed   string        // a pod all of whose writes fail while failRate > 0
+	dropOnce string        // a pod whose next DELETE is applied and its answer dropped
 	latency  time.Duration // added before every request
 	lost     []string      // audit IDs of applied writes whose answers were dropped
 	injected map[string]int
@@ -80,6 +81,14 @@ func (p *httpProxy) doom(name string) {
 	p.doomed = name
 }
 
+// dropNextDelete makes the pod named name's next DELETE be applied and its
+// answer dropped, while writes fail at all.
+func (p *httpProxy) dropNextDelete(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dropOnce = name
+}
+
 // report returns the faults injected so far, by kind, and the audit IDs of
 // the writes applied whose answers were dropped.
 func (p *httpProxy) report() (map[string]int, []string) {
@@ -114,8 +123,11 @@ func (p *httpProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	latency, fail, kind := p.latency, false, 0
 	if podWrite(r) && p.failRate > 0 {
 		fail, kind = p.rng.Float64() < p.failRate, p.rng.IntN(3)
-		if p.doomed != "" && strings.Split(strings.Trim(r.URL.Path, "/"), "/")[5] == p.doomed {
+		switch pod := strings.Split(strings.Trim(r.URL.Path, "/"), "/")[5]; {
+		case pod == p.doomed:
 			fail, kind = true, 1
+		case pod == p.dropOnce && r.Method == http.MethodDelete:
+			fail, kind, p.dropOnce = true, 2, ""
 		}
 	}
 	p.mu.Unlock()
