@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
 	"github.com/taintkit/taintkit/examples/controller/internal/oracle"
@@ -50,12 +52,21 @@ func TestErrorsAndSlowness(t *testing.T) {
 	// all fall in the 30 s of errors, and it is given up.
 	doomed := created[0]
 	proxy.doom(doomed.Name)
-	// And this pod's first DELETE is applied, its answer lost.
-	proxy.dropNextDelete(created[1].Name)
+	// And this pod's first DELETE is applied, its answer lost. A finalizer
+	// keeps it terminating until the errors end, as a kubelet does for the
+	// pod's grace period: its retry finds it terminating, not gone.
+	held := created[1]
+	proxy.dropNextDelete(held.Name)
+	_, err := cl.c.CoreV1().Pods(cl.ns).Patch(cl.ctx, held.Name, types.MergePatchType,
+		[]byte(`{"metadata":{"finalizers":["example.com/hold"]}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
 	cl.sleepUntil(added.Add(3 * time.Second))
 	errStart := time.Now()
 	proxy.set(failRate, 0)
 	cl.sleepUntil(errStart.Add(phase))
+	_, err = cl.c.CoreV1().Pods(cl.ns).Patch(cl.ctx, held.Name, types.MergePatchType,
+		[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
 	slowStart := time.Now()
 	proxy.set(0, latency)
 	cl.sleepUntil(slowStart.Add(phase))

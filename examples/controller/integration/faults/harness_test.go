@@ -327,24 +327,39 @@ type leaseHolder struct {
 	at       time.Time // when the watch delivered it
 }
 
-// waitHolder watches the controller's Lease until cond holds for its
+// waitHolder watches the controller's Lease (listing it again if the watch
+// breaks, as across an API server restart) until cond holds for its
 // holder, and returns it.
 func (cl *cluster) waitHolder(cond func(holder string) bool) leaseHolder {
 	cl.t.Helper()
-	w, err := cl.c.CoordinationV1().Leases(saNamespace).Watch(cl.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + saName})
-	require.NoError(cl.t, err)
-	defer w.Stop()
-	for ev := range w.ResultChan() {
-		l, ok := ev.Object.(*coordinationv1.Lease)
+	sel := fields.OneTermEqualSelector("metadata.name", saName).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return cl.c.CoordinationV1().Leases(saNamespace).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return cl.c.CoordinationV1().Leases(saNamespace).Watch(ctx, o)
+		},
+	}
+	var found leaseHolder
+	match := func(obj any) bool {
+		l, ok := obj.(*coordinationv1.Lease)
 		if !ok {
-			continue
+			return false
 		}
 		if h := ptr.Deref(l.Spec.HolderIdentity, ""); cond(h) {
-			return leaseHolder{identity: h, at: time.Now()}
+			found = leaseHolder{identity: h, at: time.Now()}
+			return true
 		}
+		return false
 	}
-	cl.t.Fatalf("the Lease watch ended: %v", cl.ctx.Err())
-	return leaseHolder{}
+	_, err := watchtools.UntilWithSync(cl.ctx, lw, &coordinationv1.Lease{},
+		func(store cache.Store) (bool, error) { return slices.ContainsFunc(store.List(), match), nil },
+		func(ev watch.Event) (bool, error) { return ev.Type != watch.Deleted && match(ev.Object), nil })
+	require.NoError(cl.t, err, "waiting for the Lease's holder")
+	return found
 }
 
 // waitGone waits until every pod is gone and returns when each was seen
