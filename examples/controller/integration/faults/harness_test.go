@@ -321,6 +321,26 @@ func (cl *cluster) sleepUntil(t time.Time) {
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
 
+// restartAPIServer starts the killed API server again and returns when it
+// was ready (/readyz) and when it authorized the controller again: its RBAC
+// authorizer fills its cache from etcd after /readyz, and until then it
+// refuses the ServiceAccount (403). The outage, as the controller lives it,
+// ends at the latter.
+func (cl *cluster) restartAPIServer() (ready, serving time.Time) {
+	cl.t.Helper()
+	require.NoError(cl.t, cl.env.StartAPIServer(cl.ctx))
+	ready = time.Now()
+	sa := cl.env.ImpersonatedConfig(saNamespace, saName)
+	for _, attrs := range []authorizationv1.ResourceAttributes{
+		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: saNamespace, Name: saName},
+		{Verb: "delete", Resource: "pods", Namespace: cl.ns},
+		{Verb: "patch", Resource: "pods", Subresource: "status", Namespace: cl.ns},
+	} {
+		require.NoError(cl.t, testenv.WaitForAccess(cl.ctx, sa, attrs))
+	}
+	return ready, time.Now()
+}
+
 // leaseHolder is the Lease's holder as the test's own watch saw it.
 type leaseHolder struct {
 	identity string
