@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -24,7 +25,7 @@ import (
 )
 
 // Component is the controller's name: the source of its events and the
-// suffix of its user agent.
+// first word of its User-Agent ([UserAgent]).
 const Component = "taintkit-noexecute"
 
 // ErrLeaderLost is returned by [Run] when this replica stopped acting
@@ -40,9 +41,9 @@ var errGraceExpired = errors.New("app: shutdown grace period expired")
 // Run runs the controller until ctx is done or the lease is lost. It
 // validates o (returning [Options.Validate]'s error before anything
 // starts), binds the metrics and health servers, starts shared informers
-// for nodes and pods with cfg's credentials (QPS and burst set from o;
-// cfg itself is not changed), and once their caches are synced (/readyz
-// turns 200) runs the manager of examples/noexecute/manager: at once, or
+// for nodes and pods with cfg's credentials (QPS and burst set from o, the
+// User-Agent to [UserAgent] of o.Identity; cfg itself is not changed), and
+// once their caches are synced (/readyz turns 200) runs the manager of examples/noexecute/manager: at once, or
 // with o.LeaderElect only while this replica holds the Lease.
 //
 // When ctx is done Run stops the manager, lets evictions already in flight
@@ -63,8 +64,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.RateLimiter = nil // the flags decide, not a limiter the caller left in cfg
-	cfg = rest.AddUserAgent(cfg, Component)
-	client, err := kubernetes.NewForConfig(cfg)
+	cfg.UserAgent = UserAgent(o.Identity)
+	mainCfg := rest.CopyConfig(cfg)
+	mainCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return waitForServer{next: rt} })
+	client, err := kubernetes.NewForConfig(mainCfg)
 	if err != nil {
 		return fmt.Errorf("app: clientset: %w", err)
 	}
@@ -72,10 +75,12 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if o.LeaderElect {
 		// A client of its own, with its own rate limiter: renewals must not
 		// queue behind a thousand deletions. A request may take at most half
-		// the renew deadline, so one hung request cannot lose the lease.
+		// the renew deadline, so one hung request cannot lose the lease; the
+		// elector tries again itself, so its requests do not wait for an
+		// unreachable server (waitForServer).
 		lcfg := rest.CopyConfig(cfg)
 		lcfg.Timeout = max(time.Second, o.RenewDeadline/2)
-		lcfg = rest.AddUserAgent(lcfg, "leader-election")
+		lcfg.UserAgent += leaderElectionUserAgentSuffix
 		if leaderClient, err = kubernetes.NewForConfig(lcfg); err != nil {
 			return fmt.Errorf("app: leader election clientset: %w", err)
 		}
@@ -123,7 +128,7 @@ func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Optio
 		o.Listening(srv.addrs())
 	}
 
-	cl, err := newCluster(client)
+	cl, err := newCluster(client, log)
 	if err != nil {
 		return err
 	}

@@ -351,7 +351,17 @@ func (m *Manager) evictionRetried(w timedqueue.TimedWorker[types.NamespacedName]
 // eviction ran out. The pod stays until its next update decides again.
 func (m *Manager) evictionFailed(w timedqueue.TimedWorker[types.NamespacedName], err error) {
 	m.stats.failed.Add(1)
+	st := m.status.get(w.Key)
 	m.status.forget(w.Key)
 	m.budgets.release(w.Key, m.clock.Now())
 	m.log.Error(err, "Giving up evicting pod", "pod", w.Key, "attempts", w.Attempts)
+	p := PendingEviction{
+		Namespace: w.Key.Namespace, Name: w.Key.Name, Deadline: w.FireAt,
+		Attempts: w.Attempts + st.refusals, LastError: err.Error(), Failed: true,
+	}
+	if pod, gerr := m.cfg.GetPod(w.Key.Namespace, w.Key.Name); gerr == nil {
+		p.UID, p.Node = pod.UID, pod.Spec.NodeName
+	}
+	m.failed.add(p)
+	m.event(w.Key, p.UID, v1.EventTypeWarning, "Gave up deleting Pod %s after %d attempts: %v", w.Key, p.Attempts, err)
 }

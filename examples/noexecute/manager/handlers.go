@@ -119,7 +119,8 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 }
 
 // holdsAnything reports whether the manager holds anything for the pod key:
-// a countdown, a schedule, a status or an eviction budget's slot.
+// a countdown, a schedule, a status, an eviction budget's slot or a given-up
+// eviction's record.
 func (m *Manager) holdsAnything(key types.NamespacedName) bool {
 	if _, ok := m.countdowns.pod(key); ok {
 		return true
@@ -127,7 +128,7 @@ func (m *Manager) holdsAnything(key types.NamespacedName) bool {
 	if _, ok := m.evictions.GetWorker(key); ok {
 		return true
 	}
-	return m.status.holds(key) || m.budgets.holds(key)
+	return m.status.holds(key) || m.budgets.holds(key) || m.failed.holds(key)
 }
 
 // handOverIfReplaced is called after a handler acted on the pod key as the
@@ -227,6 +228,7 @@ func (m *Manager) countdownStarted(key types.NamespacedName, pod *v1.Pod, d tole
 // schedule makes sure the eviction of key is scheduled at fireAt, decided
 // by a handler from the objects it read at now.
 func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time.Time) {
+	m.failed.forget(key) // decided again
 	w, ok := m.evictions.GetWorker(key)
 	switch {
 	case ok && w.Running:
@@ -263,7 +265,8 @@ func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time
 // deleted by its own eviction, a node's taint-free update), and the read
 // saved is a lister miss, which allocates an error.
 func (m *Manager) cancel(key types.NamespacedName, uid types.UID, why string) bool {
-	changed := m.countdowns.forgetPod(key)
+	changed := m.failed.forget(key)
+	changed = m.countdowns.forgetPod(key) || changed
 	// CancelWork says false both for nothing scheduled and for a running
 	// attempt it withdrew, which is a change: GetWorker tells them apart.
 	// Either way nothing follows: the status and the budget's slot go now.

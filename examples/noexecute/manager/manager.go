@@ -78,7 +78,8 @@ type Manager struct {
 	countdowns *countdowns
 	budgets    *budgets // nil: no eviction budget
 	status     *statuses
-	idle       *idleTracker // nil unless Config.TrackIdle
+	failed     failedEvictions // given up: shown by Pending until decided again
+	idle       *idleTracker    // nil unless Config.TrackIdle
 	stats      stats
 	started    atomic.Bool
 }

@@ -60,6 +60,10 @@ type PendingEviction struct {
 	// refused, as the eviction queue recorded it (a panic or a
 	// runtime.Goexit in the client included), or "" if none was.
 	LastError string
+	// Failed reports that the eviction was given up: its attempts ran out
+	// (EvictionRetry's MaxAttempts), with a Warning event and a count in
+	// [Stats].Failed. The pod stays until its next update decides again.
+	Failed bool
 }
 
 // Metrics receives the observations of a [Manager] that its [Stats] cannot
