@@ -151,10 +151,14 @@ func check(in input) *Report {
 			}
 			return nil
 		}
+		// The last pod seen under the name by then; failing that (the
+		// watch may lag the server), the first seen within a second after.
 		var found *podLife
 		for _, l := range byName[r.Name] {
-			if !l.first.After(r.Received.Add(firstSightSlack)) {
+			if !l.first.After(r.Received) {
 				found = l
+			} else if found == nil && !l.first.After(r.Received.Add(firstSightSlack)) {
+				return l
 			}
 		}
 		return found
