@@ -172,7 +172,6 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 	}
 	switch {
 	case err == nil:
-		m.status.markRemoved(key, pod.UID)
 		m.stats.evicted.Add(1)
 		switch {
 		case fallback:
@@ -217,7 +216,23 @@ func (m *Manager) deletePod(ctx context.Context, key types.NamespacedName, pod *
 	}
 	// The UID precondition makes the delete a no-op for a pod recreated
 	// under the same name since we read it: that pod is someone else.
-	return m.cfg.Client.DeletePod(ctx, key.Namespace, key.Name, uidPrecondition(pod.UID))
+	m.status.markRemoved(key, pod.UID) // before: see removing
+	err = m.cfg.Client.DeletePod(ctx, key.Namespace, key.Name, uidPrecondition(pod.UID))
+	m.removing(key, pod.UID, err)
+	return err
+}
+
+// removing ends the request that removes the pod key with this uid (its
+// delete or its eviction), which returned err. The pod is recorded as
+// removed before the request is sent, not once it returns: the informer may
+// tell of the deletion before the response comes, and the handler of the
+// deletion must see it as this manager's own (see handlePod), and must not
+// find a record to forget before it is made (which would then stay). A
+// failed request takes the record back.
+func (m *Manager) removing(key types.NamespacedName, uid types.UID, err error) {
+	if err != nil {
+		m.status.unmarkRemoved(key, uid)
+	}
 }
 
 // evictThroughAPI evicts the pod through the Eviction API. If a disruption
@@ -234,7 +249,9 @@ func (m *Manager) evictThroughAPI(ctx context.Context, key types.NamespacedName,
 	}
 	// The API server sets DisruptionTarget itself when it evicts; setting it
 	// before a request that may be refused would mark a pod that stays.
+	m.status.markRemoved(key, pod.UID) // before: see removing
 	err = m.cfg.Client.(PodEvicter).EvictPod(ctx, key.Namespace, key.Name, uidPrecondition(pod.UID))
+	m.removing(key, pod.UID, err)
 	if !IsRefusedByBudget(err) {
 		return time.Time{}, false, err
 	}

@@ -13,3 +13,16 @@ func (m *Manager) RememberedFirstSights() int {
 	_, seen, _ := m.countdowns.sizes()
 	return seen
 }
+
+// RemovedRecords returns how many pods the manager holds a record of having
+// removed (or removing) whose deletion it has not seen yet.
+func (m *Manager) RemovedRecords() int {
+	n := 0
+	for i := range m.status.removed {
+		st := &m.status.removed[i]
+		st.mu.Lock()
+		n += len(st.uids)
+		st.mu.Unlock()
+	}
+	return n
+}

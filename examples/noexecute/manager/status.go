@@ -18,10 +18,11 @@ type evictionStatus struct {
 }
 
 // statuses holds the evictionStatus of each eviction that has one, and the
-// UID of each pod the manager removed (or, in a dry run, would have) whose
-// deletion its informer has not shown yet: a handler deciding from a cache
-// that lags behind must not evict that pod again (a second event, a second
-// budget token), and a dry run must treat it as gone.
+// UID of each pod the manager removed or is removing (or, in a dry run, would
+// have) whose deletion its informer has not shown yet: a handler deciding
+// from a cache that lags behind must not evict that pod again (a second
+// event, a second budget token), a dry run must treat it as gone, and the
+// handler of the deletion must know it for the manager's own.
 //
 // Every eviction records a removal and every handler and eviction looks one
 // up, so removals are kept in stripes, each under a mutex of its own, as a
@@ -117,6 +118,17 @@ func (s *statuses) markRemoved(key types.NamespacedName, uid types.UID) bool {
 	st.uids[k] = u
 	st.peak = max(st.peak, len(st.uids))
 	return true
+}
+
+// unmarkRemoved takes back markRemoved's record of the pod key with this uid,
+// if it is still there: the request that was to remove the pod failed.
+func (s *statuses) unmarkRemoved(key types.NamespacedName, uid types.UID) {
+	st, k, u := s.removal(key, uid)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if old, ok := st.uids[k]; ok && old == u {
+		delete(st.uids, k)
+	}
 }
 
 // isRemoved reports whether the pod key with this uid was removed (or, in a
