@@ -212,7 +212,8 @@ func TestRunServesDebugEvictions(t *testing.T) {
 	assert.False(t, deadline.Before(taintedAt), "deadline %s before the taint %s", deadline, taintedAt)
 	assert.False(t, deadline.After(time.Now()), "deadline %s in the future", deadline)
 	assert.GreaterOrEqual(t, e.Attempts, 1)
-	assert.Contains(t, e.LastError, "disruption budget")
+	// The server's message, not the queue's "timedqueue: retry at …" around it.
+	assert.Equal(t, budgetRefusal("web-pdb").Error(), e.LastError)
 	assert.True(t, podExists(t, client, "web"), "a refused eviction leaves the pod")
 
 	require.NoError(t, r.stop())

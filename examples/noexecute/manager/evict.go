@@ -41,6 +41,7 @@ func (m *Manager) waitsForToken(key types.NamespacedName, wake time.Time) bool {
 // is due, and again (with backoff) after each failure it returns. It decides
 // again from the current pod and node before deleting anything.
 func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err error) {
+	refused := false // recorded already, as a refusal with the server's error
 	defer func() {
 		if err == nil {
 			// The eviction ended: the pod went, or no longer has to.
@@ -58,7 +59,9 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 			// decision repeated while this attempt ran): the new schedule
 			// keeps the key's place in the budget's line, its refusals (so
 			// their backoff goes on) and this error, the latest.
-			m.status.failed(key, err, false)
+			if !refused {
+				m.status.failed(key, err, false)
+			}
 		}
 	}()
 	pod, err := m.cfg.GetPod(key.Namespace, key.Name)
@@ -155,6 +158,7 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 		var retryAt time.Time
 		retryAt, fallback, err = m.evictThroughAPI(ctx, key, pod, deadline, now, reason)
 		if !retryAt.IsZero() {
+			refused = true
 			return timedqueue.RetryAt(retryAt, err)
 		}
 	}
