@@ -58,10 +58,17 @@ type Options struct {
 	HealthProbeBindAddress string
 
 	// KubeAPIQPS and KubeAPIBurst bound the controller's requests to the
-	// API server (all but the leader election's, which has a client of its
-	// own so that a backlog of deletions cannot delay lease renewals).
+	// API server but its events': the informers' lists and watches and the
+	// writes to pods. The leader election's lease requests have a client of
+	// their own with the same bounds, so that a backlog of deletions cannot
+	// delay lease renewals.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// EventsQPS and EventsBurst bound the event sink's requests (the events'
+	// creates and patches), on a client of its own: events neither wait
+	// behind the deletions nor slow them.
+	EventsQPS   float32
+	EventsBurst int
 
 	// Shards is the number of handler workers of the manager.
 	Shards int
@@ -138,6 +145,12 @@ const (
 	DefaultHealthProbeBindAddress = ":8081"
 	DefaultKubeAPIQPS             = 20
 	DefaultKubeAPIBurst           = 30
+	// DefaultEventsQPS and DefaultEventsBurst let the events of a mass
+	// eviction keep up with it: each eviction records two events (its
+	// countdown and "Marking for deletion") for two pod writes, and the
+	// countdowns' events all come at once when a node is tainted.
+	DefaultEventsQPS              = 100
+	DefaultEventsBurst            = 200
 	DefaultShards                 = sharding.DefaultShards
 	DefaultMaxConcurrentEvictions = timedqueue.DefaultMaxConcurrency
 	DefaultShutdownGracePeriod    = 30 * time.Second
@@ -167,6 +180,8 @@ func NewOptions() Options {
 		HealthProbeBindAddress: DefaultHealthProbeBindAddress,
 		KubeAPIQPS:             DefaultKubeAPIQPS,
 		KubeAPIBurst:           DefaultKubeAPIBurst,
+		EventsQPS:              DefaultEventsQPS,
+		EventsBurst:            DefaultEventsBurst,
 		Shards:                 DefaultShards,
 		MaxConcurrentEvictions: DefaultMaxConcurrentEvictions,
 		ShutdownGracePeriod:    DefaultShutdownGracePeriod,
@@ -199,6 +214,8 @@ func defaultIdentity() string {
 //	--health-probe-bind-address        host:port, or 0 to disable
 //	--kube-api-qps                     float
 //	--kube-api-burst                   int
+//	--events-qps                       float
+//	--events-burst                     int
 //	--shards                           int
 //	--max-concurrent-evictions         int
 //	--shutdown-grace-period            duration
@@ -230,9 +247,13 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		`Address of the /healthz and /readyz server ("0" disables it).`)
 	fs.Var((*float32Value)(&o.KubeAPIQPS), "kube-api-qps",
-		"Requests per second to the API server (sustained).")
+		"Requests per second to the API server (sustained), events excepted: lists, watches and pod writes; the lease's requests have a budget of their own of the same size.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
-		"Requests to the API server allowed in a burst above the QPS.")
+		"Requests to the API server allowed in a burst above --kube-api-qps.")
+	fs.Var((*float32Value)(&o.EventsQPS), "events-qps",
+		"Event writes per second to the API server (sustained), on a budget of their own, outside --kube-api-qps.")
+	fs.IntVar(&o.EventsBurst, "events-burst", o.EventsBurst,
+		"Event writes allowed in a burst above --events-qps.")
 	fs.IntVar(&o.Shards, "shards", o.Shards,
 		"Number of workers handling node and pod updates.")
 	fs.IntVar(&o.MaxConcurrentEvictions, "max-concurrent-evictions", o.MaxConcurrentEvictions,
@@ -318,6 +339,12 @@ func (o Options) Validate() error {
 	}
 	if o.KubeAPIBurst < 1 {
 		bad("--kube-api-burst must be at least 1, got %d", o.KubeAPIBurst)
+	}
+	if !(o.EventsQPS > 0) { // also refuses NaN
+		bad("--events-qps must be positive, got %v", o.EventsQPS)
+	}
+	if o.EventsBurst < 1 {
+		bad("--events-burst must be at least 1, got %d", o.EventsBurst)
 	}
 	if o.Shards < 1 {
 		bad("--shards must be at least 1, got %d", o.Shards)

@@ -27,6 +27,8 @@ func TestNewOptionsDefaults(t *testing.T) {
 	assert.Equal(t, ":8081", o.HealthProbeBindAddress)
 	assert.Equal(t, float32(20), o.KubeAPIQPS)
 	assert.Equal(t, 30, o.KubeAPIBurst)
+	assert.Equal(t, float32(100), o.EventsQPS)
+	assert.Equal(t, 200, o.EventsBurst)
 	assert.Equal(t, 8, o.Shards)
 	assert.Equal(t, 32, o.MaxConcurrentEvictions)
 	assert.Equal(t, 30*time.Second, o.ShutdownGracePeriod)
@@ -65,6 +67,8 @@ func TestAddFlagsNames(t *testing.T) {
 		"health-probe-bind-address",
 		"kube-api-qps",
 		"kube-api-burst",
+		"events-qps",
+		"events-burst",
 		"shards",
 		"max-concurrent-evictions",
 		"shutdown-grace-period",
@@ -91,6 +95,8 @@ func TestAddFlagsNames(t *testing.T) {
 		"health-probe-bind-address":       ":8081",
 		"kube-api-qps":                    "20",
 		"kube-api-burst":                  "30",
+		"events-qps":                      "100",
+		"events-burst":                    "200",
 		"shards":                          "8",
 		"max-concurrent-evictions":        "32",
 		"shutdown-grace-period":           "30s",
@@ -121,6 +127,8 @@ func TestAddFlagsParse(t *testing.T) {
 		"--health-probe-bind-address=127.0.0.1:0",
 		"--kube-api-qps=7.5",
 		"--kube-api-burst=9",
+		"--events-qps=12.5",
+		"--events-burst=25",
 		"--shards=3",
 		"--max-concurrent-evictions=4",
 		"--shutdown-grace-period=1m",
@@ -142,6 +150,8 @@ func TestAddFlagsParse(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:0", o.HealthProbeBindAddress)
 	assert.Equal(t, float32(7.5), o.KubeAPIQPS)
 	assert.Equal(t, 9, o.KubeAPIBurst)
+	assert.Equal(t, float32(12.5), o.EventsQPS)
+	assert.Equal(t, 25, o.EventsBurst)
 	assert.Equal(t, 3, o.Shards)
 	assert.Equal(t, 4, o.MaxConcurrentEvictions)
 	assert.Equal(t, time.Minute, o.ShutdownGracePeriod)
@@ -196,6 +206,9 @@ func TestValidate(t *testing.T) {
 		{"zero qps", func(o *app.Options) { o.KubeAPIQPS = 0 }, []string{"--kube-api-qps must be positive, got 0"}},
 		{"negative qps", func(o *app.Options) { o.KubeAPIQPS = -1 }, []string{"--kube-api-qps must be positive, got -1"}},
 		{"zero burst", func(o *app.Options) { o.KubeAPIBurst = 0 }, []string{"--kube-api-burst must be at least 1, got 0"}},
+		{"zero events qps", func(o *app.Options) { o.EventsQPS = 0 }, []string{"--events-qps must be positive, got 0"}},
+		{"NaN events qps", func(o *app.Options) { o.EventsQPS = float32(math.NaN()) }, []string{"--events-qps must be positive, got NaN"}},
+		{"zero events burst", func(o *app.Options) { o.EventsBurst = 0 }, []string{"--events-burst must be at least 1, got 0"}},
 		{"zero shards", func(o *app.Options) { o.Shards = 0 }, []string{"--shards must be at least 1, got 0"}},
 		{"zero evictions", func(o *app.Options) { o.MaxConcurrentEvictions = 0 }, []string{"--max-concurrent-evictions must be at least 1, got 0"}},
 		{"negative grace period", func(o *app.Options) { o.ShutdownGracePeriod = -time.Second }, []string{"--shutdown-grace-period must not be negative"}},

@@ -68,6 +68,16 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return fmt.Errorf("app: clientset: %w", err)
 	}
+	// Events have a client of their own, with its own rate limiter: in a
+	// mass eviction they would otherwise queue behind the pod writes, and
+	// client-go's broadcaster drops what its queue cannot hold.
+	ecfg := rest.CopyConfig(cfg)
+	ecfg.QPS, ecfg.Burst = o.EventsQPS, o.EventsBurst
+	ecfg = rest.AddUserAgent(ecfg, "events")
+	eventsClient, err := kubernetes.NewForConfig(ecfg)
+	if err != nil {
+		return fmt.Errorf("app: events clientset: %w", err)
+	}
 	var leaderClient kubernetes.Interface
 	if o.LeaderElect {
 		// A client of its own, with its own rate limiter: renewals must not
@@ -80,7 +90,14 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			return fmt.Errorf("app: leader election clientset: %w", err)
 		}
 	}
-	return run(ctx, client, leaderClient, o)
+	return run(ctx, clients{api: client, leader: leaderClient, events: eventsClient}, o)
+}
+
+// clients are the clientsets of one Run.
+type clients struct {
+	api    kubernetes.Interface // informers and pod writes
+	leader kubernetes.Interface // the lease; used only with Options.LeaderElect
+	events kubernetes.Interface // the event sink
 }
 
 // controller is what one Run builds.
@@ -94,9 +111,8 @@ type controller struct {
 	pending  *EvictionsHandler // /debug/evictions
 }
 
-// run is Run on given clientsets (fake ones in tests); leaderClient is
-// used only with o.LeaderElect.
-func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Options) error {
+// run is Run on given clientsets (fake ones in tests).
+func run(ctx context.Context, cs clients, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -123,7 +139,7 @@ func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Optio
 		o.Listening(srv.addrs())
 	}
 
-	cl, err := newCluster(client)
+	cl, err := newCluster(cs.api)
 	if err != nil {
 		return err
 	}
@@ -146,12 +162,12 @@ func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Optio
 	broadcaster := record.NewBroadcaster(record.WithContext(informerCtx))
 	defer broadcaster.Shutdown()
 	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.events.CoreV1().Events("")})
 
 	c := &controller{
 		o:        o,
 		log:      log,
-		client:   client,
+		client:   cs.api,
 		cluster:  cl,
 		recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: Component}),
 		metrics:  metrics,
@@ -160,7 +176,7 @@ func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Optio
 	if !o.LeaderElect {
 		return c.runManager(ctx, nil)
 	}
-	return c.runElected(ctx, leaderClient, watchdog)
+	return c.runElected(ctx, cs.leader, watchdog)
 }
 
 // runManager runs a new manager until ctx is done (then it stops it

@@ -197,6 +197,36 @@ func TestRunEvictsUntoleratedPod(t *testing.T) {
 	})
 }
 
+// Events go through a client of their own (Run gives it the events'
+// budget, --events-qps): the manager's and the leader election's, none
+// through the client of the pod writes.
+func TestRunRecordsEventsOnTheirOwnClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		client := newFakeAPI(taintedNode("node-1", now), boundPod("web", "uid-web", "node-1", now, nil))
+		eventsClient := newFakeAPI()
+		o := leaderOptions("replica-a")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- app.RunWithEventsClient(ctx, client, client, eventsClient, o) }()
+		synctest.Wait()
+		assert.False(t, podExists(t, client, "web"), "untolerated pod deleted")
+		cancel()
+		require.NoError(t, <-done)
+
+		assert.ElementsMatch(t, []string{
+			"Scheduled for deletion at " + now.UTC().Format(time.RFC3339Nano) + ": taint " + unreachable + ":NoExecute not tolerated",
+			"Marking for deletion Pod default/web",
+		}, events(t, eventsClient, "web"))
+		leases, err := eventsClient.CoreV1().Events("kube-system").List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+		assert.NotEmpty(t, leases.Items, "the leader election's events")
+		for _, a := range client.Actions() {
+			assert.NotEqual(t, "events", a.GetResource().Resource, "an event written with the pods' client: %v", a)
+		}
+	})
+}
+
 func TestRunEvictsWhenTolerationRunsOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
