@@ -18,6 +18,12 @@ func RunWithEventsClient(ctx context.Context, client, leaderClient, eventsClient
 	return run(ctx, clients{api: client, leader: leaderClient, events: eventsClient}, o)
 }
 
+// RunWithMetricsFilter is RunWithClients with filter in front of the
+// metrics server, where Run puts controller-runtime's authenticating one.
+func RunWithMetricsFilter(ctx context.Context, client kubernetes.Interface, filter MetricsFilter, o Options) error {
+	return run(ctx, clients{api: client, leader: client, events: client, metricsFilter: filter}, o)
+}
+
 // Internals for the black-box tests of package app_test.
 var (
 	NodeHandler = nodeHandler

@@ -50,9 +50,23 @@ type Options struct {
 	// replica; the default is the host name, "_" and a random suffix.
 	Identity string
 
-	// MetricsBindAddress is the host:port of the /metrics server; "0"
-	// disables it and port 0 picks a free port (see Listening).
+	// MetricsBindAddress is the host:port of the /metrics and
+	// /debug/evictions server; "0" disables it and port 0 picks a free port
+	// (see Listening).
 	MetricsBindAddress string
+	// MetricsSecure serves /metrics and /debug/evictions over HTTPS, each
+	// request authenticated by its bearer token (a TokenReview) and
+	// authorized for its path (a SubjectAccessReview for the verb get on
+	// the non-resource URL). False serves plain HTTP to anyone: only for a
+	// local run.
+	MetricsSecure bool
+	// MetricsCertDir is the directory of the metrics server's certificate
+	// and key (MetricsCertName and MetricsCertKey in it), reloaded when the
+	// files change. Empty means a self-signed certificate made at start.
+	MetricsCertDir string
+	// MetricsCertName and MetricsCertKey are the file names of the
+	// certificate and its key in MetricsCertDir.
+	MetricsCertName, MetricsCertKey string
 	// HealthProbeBindAddress is the host:port of the /healthz and /readyz
 	// server; "0" disables it and port 0 picks a free port.
 	HealthProbeBindAddress string
@@ -141,7 +155,9 @@ const (
 	DefaultRetryPeriod            = 2 * time.Second
 	DefaultLeaseNamespace         = "kube-system"
 	DefaultLeaseName              = "taintkit-noexecute"
-	DefaultMetricsBindAddress     = ":8080"
+	DefaultMetricsBindAddress     = ":8443"
+	DefaultMetricsCertName        = "tls.crt"
+	DefaultMetricsCertKey         = "tls.key"
 	DefaultHealthProbeBindAddress = ":8081"
 	DefaultKubeAPIQPS             = 20
 	DefaultKubeAPIBurst           = 30
@@ -177,6 +193,9 @@ func NewOptions() Options {
 		LeaseName:              DefaultLeaseName,
 		Identity:               defaultIdentity(),
 		MetricsBindAddress:     DefaultMetricsBindAddress,
+		MetricsSecure:          true,
+		MetricsCertName:        DefaultMetricsCertName,
+		MetricsCertKey:         DefaultMetricsCertKey,
 		HealthProbeBindAddress: DefaultHealthProbeBindAddress,
 		KubeAPIQPS:             DefaultKubeAPIQPS,
 		KubeAPIBurst:           DefaultKubeAPIBurst,
@@ -211,6 +230,10 @@ func defaultIdentity() string {
 //	--leader-elect-resource-namespace  string
 //	--leader-elect-resource-name       string
 //	--metrics-bind-address             host:port, or 0 to disable
+//	--metrics-secure                   bool
+//	--metrics-cert-dir                 path; empty means self-signed
+//	--metrics-cert-name                file name
+//	--metrics-cert-key                 file name
 //	--health-probe-bind-address        host:port, or 0 to disable
 //	--kube-api-qps                     float
 //	--kube-api-burst                   int
@@ -243,7 +266,15 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName,
 		"Name of the leader election Lease.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
-		`Address of the /metrics server ("0" disables it).`)
+		`Address of the /metrics and /debug/evictions server ("0" disables it).`)
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure,
+		"Serve /metrics and /debug/evictions over HTTPS to authenticated and authorized clients only (TokenReview and SubjectAccessReview). false serves plain HTTP to anyone: only for a local run.")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir,
+		"Directory of the metrics server's certificate and key, reloaded when they change. Empty means a self-signed certificate made at start.")
+	fs.StringVar(&o.MetricsCertName, "metrics-cert-name", o.MetricsCertName,
+		"File name of the certificate in --metrics-cert-dir.")
+	fs.StringVar(&o.MetricsCertKey, "metrics-cert-key", o.MetricsCertKey,
+		"File name of the key in --metrics-cert-dir.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		`Address of the /healthz and /readyz server ("0" disables it).`)
 	fs.Var((*float32Value)(&o.KubeAPIQPS), "kube-api-qps",
@@ -327,6 +358,12 @@ func (o Options) Validate() error {
 	}
 	if err := validBindAddress(o.MetricsBindAddress); err != nil {
 		bad("--metrics-bind-address: %w", err)
+	}
+	if o.MetricsCertDir != "" && !o.MetricsSecure {
+		bad("--metrics-cert-dir needs --metrics-secure")
+	}
+	if o.MetricsCertDir != "" && (o.MetricsCertName == "" || o.MetricsCertKey == "") {
+		bad("--metrics-cert-name and --metrics-cert-key must not be empty with --metrics-cert-dir")
 	}
 	if err := validBindAddress(o.HealthProbeBindAddress); err != nil {
 		bad("--health-probe-bind-address: %w", err)

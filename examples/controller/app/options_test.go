@@ -23,7 +23,11 @@ func TestNewOptionsDefaults(t *testing.T) {
 	assert.Equal(t, 2*time.Second, o.RetryPeriod)
 	assert.Equal(t, "kube-system", o.LeaseNamespace)
 	assert.Equal(t, "taintkit-noexecute", o.LeaseName)
-	assert.Equal(t, ":8080", o.MetricsBindAddress)
+	assert.Equal(t, ":8443", o.MetricsBindAddress)
+	assert.True(t, o.MetricsSecure, "metrics served securely by default")
+	assert.Empty(t, o.MetricsCertDir, "a self-signed certificate by default")
+	assert.Equal(t, "tls.crt", o.MetricsCertName)
+	assert.Equal(t, "tls.key", o.MetricsCertKey)
 	assert.Equal(t, ":8081", o.HealthProbeBindAddress)
 	assert.Equal(t, float32(20), o.KubeAPIQPS)
 	assert.Equal(t, 30, o.KubeAPIBurst)
@@ -64,6 +68,10 @@ func TestAddFlagsNames(t *testing.T) {
 		"leader-elect-resource-namespace",
 		"leader-elect-resource-name",
 		"metrics-bind-address",
+		"metrics-secure",
+		"metrics-cert-dir",
+		"metrics-cert-name",
+		"metrics-cert-key",
 		"health-probe-bind-address",
 		"kube-api-qps",
 		"kube-api-burst",
@@ -91,7 +99,11 @@ func TestAddFlagsNames(t *testing.T) {
 		"leader-elect-retry-period":       "2s",
 		"leader-elect-resource-namespace": "kube-system",
 		"leader-elect-resource-name":      "taintkit-noexecute",
-		"metrics-bind-address":            ":8080",
+		"metrics-bind-address":            ":8443",
+		"metrics-secure":                  "true",
+		"metrics-cert-dir":                "",
+		"metrics-cert-name":               "tls.crt",
+		"metrics-cert-key":                "tls.key",
 		"health-probe-bind-address":       ":8081",
 		"kube-api-qps":                    "20",
 		"kube-api-burst":                  "30",
@@ -124,6 +136,7 @@ func TestAddFlagsParse(t *testing.T) {
 		"--leader-elect-resource-namespace=ops",
 		"--leader-elect-resource-name=noexec",
 		"--metrics-bind-address=0",
+		"--metrics-secure=false",
 		"--health-probe-bind-address=127.0.0.1:0",
 		"--kube-api-qps=7.5",
 		"--kube-api-burst=9",
@@ -147,6 +160,7 @@ func TestAddFlagsParse(t *testing.T) {
 	assert.Equal(t, "ops", o.LeaseNamespace)
 	assert.Equal(t, "noexec", o.LeaseName)
 	assert.Equal(t, "0", o.MetricsBindAddress)
+	assert.False(t, o.MetricsSecure)
 	assert.Equal(t, "127.0.0.1:0", o.HealthProbeBindAddress)
 	assert.Equal(t, float32(7.5), o.KubeAPIQPS)
 	assert.Equal(t, 9, o.KubeAPIBurst)
@@ -203,6 +217,12 @@ func TestValidate(t *testing.T) {
 		{"servers disabled", func(o *app.Options) { o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0" }, nil},
 		{"free ports", func(o *app.Options) { o.MetricsBindAddress, o.HealthProbeBindAddress = "127.0.0.1:0", "127.0.0.1:0" }, nil},
 		{"same address for both servers", func(o *app.Options) { o.HealthProbeBindAddress = o.MetricsBindAddress }, []string{"must differ"}},
+		{"insecure metrics", func(o *app.Options) { o.MetricsSecure = false }, nil},
+		{"certificate files", func(o *app.Options) { o.MetricsCertDir = "/certs" }, nil},
+		{"certificate files for insecure metrics", func(o *app.Options) { o.MetricsSecure, o.MetricsCertDir = false, "/certs" },
+			[]string{"--metrics-cert-dir needs --metrics-secure"}},
+		{"no certificate file name", func(o *app.Options) { o.MetricsCertDir, o.MetricsCertName = "/certs", "" },
+			[]string{"--metrics-cert-name and --metrics-cert-key must not be empty with --metrics-cert-dir"}},
 		{"zero qps", func(o *app.Options) { o.KubeAPIQPS = 0 }, []string{"--kube-api-qps must be positive, got 0"}},
 		{"negative qps", func(o *app.Options) { o.KubeAPIQPS = -1 }, []string{"--kube-api-qps must be positive, got -1"}},
 		{"zero burst", func(o *app.Options) { o.KubeAPIBurst = 0 }, []string{"--kube-api-burst must be at least 1, got 0"}},

@@ -13,12 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
 	"github.com/taintkit/taintkit/examples/noexecute/manager"
 )
@@ -90,7 +89,21 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			return fmt.Errorf("app: leader election clientset: %w", err)
 		}
 	}
-	return run(ctx, clients{api: client, leader: leaderClient, events: eventsClient}, o)
+	var filter MetricsFilter
+	if o.MetricsSecure && o.MetricsBindAddress != "0" {
+		// TokenReviews and SubjectAccessReviews, made by the library, on a
+		// client of their own; it caches their answers (a minute for a
+		// token, five for an allowed request, 30 s for a denied one).
+		acfg := rest.AddUserAgent(rest.CopyConfig(cfg), "metrics-auth")
+		httpClient, err := rest.HTTPClientFor(acfg)
+		if err != nil {
+			return fmt.Errorf("app: metrics authentication client: %w", err)
+		}
+		if filter, err = filters.WithAuthenticationAndAuthorization(acfg, httpClient); err != nil {
+			return fmt.Errorf("app: metrics authentication: %w", err)
+		}
+	}
+	return run(ctx, clients{api: client, leader: leaderClient, events: eventsClient, metricsFilter: filter}, o)
 }
 
 // clients are the clientsets of one Run.
@@ -98,6 +111,9 @@ type clients struct {
 	api    kubernetes.Interface // informers and pod writes
 	leader kubernetes.Interface // the lease; used only with Options.LeaderElect
 	events kubernetes.Interface // the event sink
+	// metricsFilter authenticates and authorizes the metrics server's
+	// requests; used only with Options.MetricsSecure.
+	metricsFilter MetricsFilter
 }
 
 // controller is what one Run builds.
@@ -129,9 +145,12 @@ func run(ctx context.Context, cs clients, o Options) error {
 	}
 	watchdog := newWatchdog(o)
 	pending := &EvictionsHandler{}
-	srv, err := listen(o, reg, watchdog, pending)
+	srv, err := listen(o, log, reg, watchdog, pending, cs.metricsFilter)
 	if err != nil {
 		return err
+	}
+	if o.MetricsBindAddress != "0" && !o.MetricsSecure {
+		log.Info("Serving /metrics and /debug/evictions over plain HTTP to anyone who can reach them (--metrics-secure=false)")
 	}
 	srv.serve(log)
 	defer srv.shutdown(log)
@@ -159,17 +178,15 @@ func run(ctx context.Context, cs clients, o Options) error {
 	srv.ready.Store(true)
 	log.Info("Informer caches synced")
 
-	broadcaster := record.NewBroadcaster(record.WithContext(informerCtx))
-	defer broadcaster.Shutdown()
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.events.CoreV1().Events("")})
+	ev := startEvents(informerCtx, cs.events)
+	defer ev.shutdown()
 
 	c := &controller{
 		o:        o,
 		log:      log,
 		client:   cs.api,
 		cluster:  cl,
-		recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: Component}),
+		recorder: ev.recorder,
 		metrics:  metrics,
 		pending:  pending,
 	}

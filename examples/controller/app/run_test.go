@@ -90,11 +90,16 @@ type running struct {
 // start runs the controller on client in the background; the test's end
 // stops it if the test did not.
 func start(t *testing.T, client kubernetes.Interface, o app.Options) *running {
+	return startFiltered(t, client, nil, o)
+}
+
+// startFiltered is start with filter in front of the metrics server.
+func startFiltered(t *testing.T, client kubernetes.Interface, filter app.MetricsFilter, o app.Options) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		r.err = app.RunWithClients(ctx, client, client, o)
+		r.err = app.RunWithMetricsFilter(ctx, client, filter, o)
 	}()
 	t.Cleanup(func() { r.stop() })
 	return r

@@ -89,6 +89,9 @@ type env struct {
 	c          kubernetes.Interface
 	ctx        context.Context
 	kubeconfig string // acts as the controller's ServiceAccount
+	// scrapeToken is a token allowed /metrics and /debug/evictions, as
+	// Prometheus and an operator would have (deploy/readers.yaml).
+	scrapeToken string
 }
 
 // setup applies the RBAC of deploy/ (not its Deployment), waits until the
@@ -103,7 +106,7 @@ func setup(t *testing.T, namespace string, timeout time.Duration, finaliser kube
 	t.Cleanup(cancel)
 	c := e.Client()
 
-	_, err := e.ApplyManifests(ctx, "../../deploy/serviceaccount.yaml", "../../deploy/rbac.yaml")
+	_, err := e.ApplyManifests(ctx, "../../deploy/serviceaccount.yaml", "../../deploy/rbac.yaml", "../../deploy/readers.yaml")
 	require.NoError(t, err)
 	sa := e.ImpersonatedConfig(saNamespace, saName)
 	// The last rules of the manifests; RBAC reaches the authorizer through
@@ -112,6 +115,8 @@ func setup(t *testing.T, namespace string, timeout time.Duration, finaliser kube
 		{Verb: "watch", Resource: "pods"},
 		{Verb: "patch", Resource: "pods", Subresource: "status"},
 		{Namespace: leaseNamespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: leaseName},
+		{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"},
+		{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"},
 	} {
 		require.NoError(t, testenv.WaitForAccess(ctx, sa, attrs))
 	}
@@ -134,7 +139,9 @@ func setup(t *testing.T, namespace string, timeout time.Duration, finaliser kube
 		assert.NoError(t, c.CoreV1().Pods(namespace).DeleteCollection(ctx,
 			metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}))
 	})
-	return &env{Env: e, c: c, ctx: ctx, kubeconfig: kubeconfig}
+	token, err := e.ServiceAccountToken(ctx, namespace, "scraper", "taintkit-noexecute-metrics-reader", "taintkit-noexecute-evictions-reader")
+	require.NoError(t, err)
+	return &env{Env: e, c: c, ctx: ctx, kubeconfig: kubeconfig, scrapeToken: token}
 }
 
 // leaderFlags are short leader election durations, so that a takeover
