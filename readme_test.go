@@ -20,11 +20,16 @@ import (
 //
 //	<!-- example: tolerations.Example_quickStart -->  an Example with // Output:
 //	<!-- test: timedqueue.TestReadmeFakeClock -->     a Test
+//	<!-- func: examples/controller-runtime.runControllers -->
+//	                                                  a function a Test of that
+//	                                                  directory calls
 //
 // go test compiles and runs those functions; TestReadmeCodeIsTested checks
 // that each block is, line for line, the function's body (modulo the body's
 // indentation). Other blocks (shell commands, output) are not Go and not
-// checked.
+// checked. A directory may be another module's (examples/controller-runtime,
+// whose dependencies this module must not have): this test reads its files,
+// and that module's go test, which .ci/run runs, compiles and runs them.
 
 func TestReadmeCodeIsTested(t *testing.T) {
 	data, err := os.ReadFile("README.md")
@@ -57,7 +62,8 @@ func TestReadmeCheckerCatchesMistakes(t *testing.T) {
 		"<!-- example: tolerations.ExampleNoSuchThing -->\n```go\nx := 1\n```\n\n" + // line 8
 		"<!-- test: tolerations.ExampleDecide -->\n```go\nx := 1\n```\n\n" + // line 13
 		"<!-- example: tolerations.ExampleDecide -->\nsome prose\n\n" + // line 17
-		"<!-- example: tolerations.Example_quickStart -->\n```go\n" + drifted + "\n```\n" // line 21
+		"<!-- func: tolerations.ExampleMatcher -->\n```go\nx := 1\n```\n\n" + // line 21
+		"<!-- example: tolerations.Example_quickStart -->\n```go\n" + drifted + "\n```\n" // line 26
 	blocks, problems := parseReadme([]byte(md))
 	problems = append(problems, checkGoBlocks(blocks)...)
 	for _, want := range []string{
@@ -65,8 +71,10 @@ func TestReadmeCheckerCatchesMistakes(t *testing.T) {
 		":8: no func ExampleNoSuchThing in tolerations",
 		":13: marker \"test\" names ExampleDecide, which is not a Test function",
 		":17: marker \"<!-- example: tolerations.ExampleDecide -->\" is not followed by a code block",
-		":21: the go block drifted from the body of Example_quickStart",
+		":26: the go block drifted from the body of Example_quickStart",
 		"README: taints := node.Spec.Taints",
+		":21: no Test function in tolerations/*_test.go calls ExampleMatcher",
+		":21: the go block drifted from the body of ExampleMatcher",
 	} {
 		found := false
 		for _, p := range problems {
@@ -76,8 +84,8 @@ func TestReadmeCheckerCatchesMistakes(t *testing.T) {
 			t.Errorf("no problem reported containing %q; got:\n%s", want, strings.Join(problems, "\n"))
 		}
 	}
-	if len(problems) != 5 {
-		t.Errorf("got %d problems, want 5:\n%s", len(problems), strings.Join(problems, "\n"))
+	if len(problems) != 7 {
+		t.Errorf("got %d problems, want 7:\n%s", len(problems), strings.Join(problems, "\n"))
 	}
 }
 
@@ -136,13 +144,13 @@ func TestReadmeLinksResolve(t *testing.T) {
 type readmeBlock struct {
 	line   int    // 1-based line of the opening fence
 	lang   string // the fence's info string: "go", "sh", …
-	marker string // "example" or "test", or "" if the block has no marker
+	marker string // "example", "test" or "func", or "" if the block has no marker
 	dir    string // the package directory the marker names
 	fn     string // the function the marker names
 	code   string
 }
 
-var markerRE = regexp.MustCompile(`^<!--\s*(example|test):\s*(\S+)\.(\w+)\s*-->$`)
+var markerRE = regexp.MustCompile(`^<!--\s*(example|test|func):\s*(\S+)\.(\w+)\s*-->$`)
 
 // parseReadme returns the fenced code blocks of a Markdown file, each with the
 // marker on the last non-blank line before it, if any, and the problems found
@@ -217,7 +225,7 @@ func checkGoBlocks(blocks []readmeBlock) []string {
 		if b.marker == "example" {
 			kind, article = "Example", "an"
 		}
-		if !strings.HasPrefix(b.fn, kind) {
+		if b.marker != "func" && !strings.HasPrefix(b.fn, kind) {
 			report(b, "marker %q names %s, which is not %s %s function", b.marker, b.fn, article, kind)
 			continue
 		}
@@ -225,6 +233,13 @@ func checkGoBlocks(blocks []readmeBlock) []string {
 		if err != nil {
 			report(b, "%v", err)
 			continue
+		}
+		if b.marker == "func" {
+			if ok, err := calledByTest(b.dir, b.fn); err != nil {
+				report(b, "%v", err)
+			} else if !ok {
+				report(b, "no Test function in %s/*_test.go calls %s, so go test does not run it", b.dir, b.fn)
+			}
 		}
 		if kind == "Example" && !outputRE.MatchString(body) {
 			report(b, "%s in %s has no // Output: comment, so go test compiles it but does not run it", b.fn, file)
@@ -268,6 +283,41 @@ func funcBody(dir, fn string) (body, file string, err error) {
 		}
 	}
 	return "", "", fmt.Errorf("no func %s in %s/*_test.go", fn, dir)
+}
+
+// calledByTest reports whether a Test function declared in a _test.go file
+// of dir calls the function fn.
+func calledByTest(dir, fn string) (bool, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		return false, err
+	}
+	fset := token.NewFileSet()
+	for _, path := range paths {
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return false, err
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv != nil || !strings.HasPrefix(fd.Name.Name, "Test") || fd.Body == nil {
+				continue
+			}
+			called := false
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				if call, ok := n.(*ast.CallExpr); ok {
+					if id, ok := call.Fun.(*ast.Ident); ok && id.Name == fn {
+						called = true
+					}
+				}
+				return !called
+			})
+			if called {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // dedent splits s into lines, trims trailing blanks, blank lines at both ends

@@ -89,6 +89,7 @@ type store[K comparable] struct {
 	seq     uint64
 	shrinks int              // times shrink compacted the slab, for tests
 	locs    []*time.Location // interned Locations; index 0 is UTC
+	lastLoc uint8            // index of the Location locIndex found last
 	locIdx  map[*time.Location]uint8
 	// xlocs keeps, by slot, the Locations of the entries whose Locations did
 	// not fit in locs (index locOverflow): created, then fire. Nil until the
@@ -189,28 +190,30 @@ func (s *store[K]) push(i int32) {
 	s.up(len(s.heap)-1, hnode{at: e.next, idx: i, gen: uint32(e.seq)})
 }
 
-// unwait records that a waiting entry stopped waiting without its node being
-// popped: the caller has just freed its slot or changed its seq (cancel,
-// reschedule), which made the node stale. far is whether its next was
-// saturated (its node is in the far heap). It reports whether the top node was
-// stale: then the earliest live node may have changed and the timer must be
-// re-armed.
-func (s *store[K]) unwait(far bool) (topStale bool) {
+// unwait records that the waiting entry in slot i stopped waiting without its
+// node being popped: the caller has just freed the slot or changed its seq
+// (cancel, reschedule), which made the node stale; a reschedule pushes the
+// entry's new node after. far is whether its next was saturated (its node is
+// in the far heap). It reports whether the top node was stale: then the
+// earliest live node may have changed and the timer must be re-armed.
+func (s *store[K]) unwait(i int32, far bool) (topStale bool) {
 	if far {
 		return s.unwaitFar()
 	}
 	s.waiting--
 	topStale = !s.live(s.heap[0])
-	s.bound()
+	s.bound(i)
 	return topStale
 }
 
-// bound compacts the heap once more than a quarter of it is stale. Each
-// compaction costs less than four times the unwaits since the previous one
-// (only unwait makes a node stale), so O(1) amortised per unwait.
-func (s *store[K]) bound() {
+// bound compacts the heap once more than a quarter of it is stale. Only
+// unwait makes a node stale, so a compaction follows at least len(heap)/4
+// unwaits, and it costs O(len(heap)) (see compact): O(1) amortised per
+// unwait. Slot i has just stopped waiting and has no node in the heap, even
+// if it is still in stateWaiting: compact must not make one for it.
+func (s *store[K]) bound(i int32) {
 	if stale := len(s.heap) - s.waiting; stale*4 > len(s.heap) {
-		s.compact()
+		s.compact(i)
 	}
 	if cap(s.heap) > minShrink && len(s.heap)*4 < cap(s.heap) {
 		s.heap = slices.Clip(append(make([]hnode, 0, 2*len(s.heap)), s.heap...))
@@ -280,7 +283,7 @@ func (s *store[K]) popHead() int32 {
 	i := s.heap[0].idx
 	s.removeTop()
 	s.waiting--
-	s.bound()
+	s.bound(i)
 	return i
 }
 
@@ -294,16 +297,63 @@ func (s *store[K]) removeTop() {
 	}
 }
 
+// compactScan bounds the slab, in slots per heap node, that compact reads in
+// slot order instead of the heap's nodes: see compact.
+const compactScan = 4
+
 // compact drops every stale node and rebuilds the heap in O(n).
-func (s *store[K]) compact() {
+//
+// Whether a node is stale is in its slab entry, and the nodes are in no slot
+// order: checking each one is a cache miss, for 4/3 nodes per waiting entry
+// at each compaction, about four per unwait under rescheduling churn (see
+// BenchmarkCompact). So unless the slab holds more than compactScan slots
+// per node, compact makes the live nodes anew from the waiting entries, the
+// slab read in slot order (sequential, prefetched): each waiting entry has
+// exactly one live node, the one push would make for it now, except slot
+// skip, which has just stopped waiting (see bound).
+func (s *store[K]) compact(skip int32) {
+	// The nodes left past the new length hold no pointer: no need to clear them.
+	if s.slab.len() <= compactScan*len(s.heap) {
+		s.heap = s.appendWaiting(s.heap[:0], skip)
+	} else {
+		s.heap = s.dropStale()
+	}
+	s.heapify()
+}
+
+// dropStale returns the live nodes of the heap, in its array, in no heap
+// order, looking each node's entry up in the slab.
+func (s *store[K]) dropStale() []hnode {
 	h := s.heap[:0]
 	for _, n := range s.heap {
 		if s.live(n) {
 			h = append(h, n)
 		}
 	}
-	clear(s.heap[len(h):])
-	s.heap = h
+	return h
+}
+
+// appendWaiting appends the live node of every waiting entry of the main heap
+// but slot skip (-1: none) to h, in slot order, reading the slab page by page.
+func (s *store[K]) appendWaiting(h []hnode, skip int32) []hnode {
+	n := s.slab.len()
+	for p, page := range s.slab.pages {
+		base := p << slabShift
+		if base >= n {
+			break
+		}
+		for j := range page[:min(len(page), n-base)] {
+			if e := &page[j]; e.state == stateWaiting && !saturated(e.next) && int32(base+j) != skip {
+				h = append(h, hnode{at: e.next, idx: int32(base + j), gen: uint32(e.seq)})
+			}
+		}
+	}
+	return h
+}
+
+// heapify restores the heap order of s.heap in O(n).
+func (s *store[K]) heapify() {
+	h := s.heap
 	for pos := (len(h) - 2) / 4; pos >= 0 && len(h) > 1; pos-- {
 		s.down(pos, h[pos])
 	}
@@ -357,28 +407,43 @@ const locScan = 8
 
 // locIndex interns l and returns its index, or locOverflow once locOverflow
 // Locations are interned (time.Parse of a numeric offset makes a new
-// *Location on each call, so this is easy to reach). Lookups are O(1).
+// *Location on each call, so this is easy to reach). Lookups are O(1); the
+// Location found last (most callers use one) is one comparison.
 func (s *store[K]) locIndex(l *time.Location) uint8 {
-	for i, x := range s.locs[:min(len(s.locs), locScan)] {
+	if s.locs[s.lastLoc] == l {
+		return s.lastLoc
+	}
+	return s.internLoc(l)
+}
+
+// internLoc is locIndex for a Location other than the last one found.
+func (s *store[K]) internLoc(l *time.Location) uint8 {
+	i, ok := uint8(0), false
+	for j, x := range s.locs[:min(len(s.locs), locScan)] {
 		if x == l {
-			return uint8(i)
+			i, ok = uint8(j), true
+			break
 		}
 	}
-	if i, ok := s.locIdx[l]; ok {
-		return i
+	if !ok {
+		i, ok = s.locIdx[l]
 	}
-	n := len(s.locs)
-	if n >= locOverflow {
-		return locOverflow
-	}
-	s.locs = append(s.locs, l)
-	if n >= locScan {
-		if s.locIdx == nil {
-			s.locIdx = make(map[*time.Location]uint8)
+	if !ok {
+		n := len(s.locs)
+		if n >= locOverflow {
+			return locOverflow
 		}
-		s.locIdx[l] = uint8(n)
+		s.locs = append(s.locs, l)
+		if n >= locScan {
+			if s.locIdx == nil {
+				s.locIdx = make(map[*time.Location]uint8)
+			}
+			s.locIdx[l] = uint8(n)
+		}
+		i = uint8(n)
 	}
-	return uint8(n)
+	s.lastLoc = i
+	return i
 }
 
 // setTimes stores createdAt and fireAt in slot i: as Unix nanoseconds and
@@ -386,8 +451,29 @@ func (s *store[K]) locIndex(l *time.Location) uint8 {
 // for a Location not interned, the caller's *Location itself in xlocs. A
 // Location is never changed.
 func (s *store[K]) setTimes(i int32, createdAt, fireAt time.Time) {
+	s.storeTimes(i, createdAt, instantOf(fireAt), fireAt.Location())
+}
+
+// retime is setTimes for a slot holding a schedule, unless fireAt is the
+// FireAt stored there, to the nanosecond: then it changes nothing and
+// reports false.
+func (s *store[K]) retime(i int32, createdAt, fireAt time.Time) bool {
+	f := instantOf(fireAt)
+	if ns := f.ns(); !saturated(ns) {
+		if ns == s.at(i).fire { // never equal to a saturated one
+			return false
+		}
+	} else if f == s.fireInstant(i) {
+		return false
+	}
+	s.storeTimes(i, createdAt, f, fireAt.Location())
+	return true
+}
+
+// storeTimes is setTimes with FireAt as its instant f and Location fl.
+func (s *store[K]) storeTimes(i int32, createdAt time.Time, f instant, fl *time.Location) {
 	e := s.at(i)
-	c, f := instantOf(createdAt), instantOf(fireAt)
+	c := instantOf(createdAt)
 	e.created, e.fire = c.ns(), f.ns()
 	if saturated(e.created) || saturated(e.fire) {
 		if s.xtimes == nil {
@@ -397,8 +483,11 @@ func (s *store[K]) setTimes(i int32, createdAt, fireAt time.Time) {
 	} else if s.xtimes != nil {
 		delete(s.xtimes, i) // a reschedule may leave a saturated time
 	}
-	cl, fl := createdAt.Location(), fireAt.Location()
-	e.createdLoc, e.fireLoc = s.locIndex(cl), s.locIndex(fl)
+	cl := createdAt.Location()
+	e.createdLoc = s.locIndex(cl)
+	if e.fireLoc = e.createdLoc; fl != cl {
+		e.fireLoc = s.locIndex(fl)
+	}
 	if e.createdLoc == locOverflow || e.fireLoc == locOverflow {
 		if s.xlocs == nil {
 			s.xlocs = make(map[int32][2]*time.Location)
@@ -523,24 +612,17 @@ func (s *store[K]) move(from, to int32) {
 // rebuildHeaps rebuilds both heaps from the waiting entries, with no stale
 // node, in O(n).
 func (s *store[K]) rebuildHeaps() {
-	h := make([]hnode, 0, s.waiting)
+	s.heap = s.appendWaiting(make([]hnode, 0, s.waiting), -1)
+	s.heapify()
 	var far farHeap
-	for i := range int32(s.slab.len()) {
-		e := s.at(i)
-		if e.state != stateWaiting {
-			continue
+	if s.farWaiting > 0 {
+		for i := range int32(s.slab.len()) {
+			if e := s.at(i); e.state == stateWaiting && saturated(e.next) {
+				far = append(far, xnode{at: s.nextAt(i), idx: i, gen: uint32(e.seq)})
+			}
 		}
-		if saturated(e.next) {
-			far = append(far, xnode{at: s.nextAt(i), idx: i, gen: uint32(e.seq)})
-		} else {
-			h = append(h, hnode{at: e.next, idx: i, gen: uint32(e.seq)})
-		}
+		heap.Init(&far)
 	}
-	s.heap = h
-	for pos := (len(h) - 2) / 4; pos >= 0 && len(h) > 1; pos-- {
-		s.down(pos, h[pos])
-	}
-	heap.Init(&far)
 	s.far = far
 }
 

@@ -217,21 +217,20 @@ func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) boo
 			q.mu.Unlock()
 			return false
 		}
-		if instantOf(fireAt) == q.s.fireInstant(i) {
+		wasFar := saturated(e.next)
+		if !q.s.retime(i, createdAt, fireAt) {
 			q.mu.Unlock()
 			return false
 		}
-		wasFar := saturated(e.next)
 		if wasFar {
 			delete(q.s.xnext, i) // Attempts is reset: NextAttempt is FireAt
 		}
-		q.s.setTimes(i, createdAt, fireAt)
 		e.attempts, e.deferred = 0, false
 		e.seq = q.s.nextSeq() // a new schedule: ordered after earlier ones with the same time
-		e.next = unixNano(fireAt)
+		e.next = e.fire       // setTimes stored FireAt as unixNano does
 		if e.state == stateWaiting {
 			// The old node is stale now; push a new one rather than sift the old.
-			q.s.unwait(wasFar)
+			q.s.unwait(i, wasFar)
 			q.s.push(i)
 		}
 		d.adds++
@@ -267,7 +266,7 @@ func (q *TimedWorkerQueue[K]) scheduleLocked(key K, pos, tag uint32, createdAt, 
 	e.key = key
 	e.seq = s.nextSeq()
 	s.setTimes(i, createdAt, fireAt)
-	e.next = unixNano(fireAt)
+	e.next = e.fire // setTimes stored FireAt as unixNano does
 	e.attempts = 0
 	s.idx.insertAt(pos, tag, i)
 	if _, ok := q.withdrawn[key]; ok {
@@ -308,7 +307,7 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	case stateWaiting:
 		// Lazy deletion: free the slot, which leaves its heap node stale.
 		q.s.release(i)
-		if q.s.unwait(far) {
+		if q.s.unwait(i, far) {
 			q.pumpLocked(&d) // the earliest time may have changed: re-arm the timer
 		}
 	default: // blocked: not in the heap

@@ -42,6 +42,10 @@ type PendingEvictionJSON struct {
 	Attempts int `json:"attempts"`
 	// LastError is the last attempt's error, or "".
 	LastError string `json:"lastError"`
+	// Failed is true for an eviction given up because its attempts ran out
+	// (with a Warning event and taintkit_evictions_total{outcome="failed"}):
+	// the pod stays until its next update decides again.
+	Failed bool `json:"failed"`
 }
 
 // NewPendingEvictionJSON returns p as /debug/evictions shows it.
@@ -53,6 +57,7 @@ func NewPendingEvictionJSON(p manager.PendingEviction) PendingEvictionJSON {
 		Node:      p.Node,
 		Attempts:  p.Attempts,
 		LastError: p.LastError,
+		Failed:    p.Failed,
 	}
 	if p.Taint.Key != "" {
 		out.Taint = p.Taint.ToString()
@@ -65,7 +70,7 @@ func NewPendingEvictionJSON(p manager.PendingEviction) PendingEvictionJSON {
 
 // EvictionsHandler serves /debug/evictions: a JSON array of
 // [PendingEvictionJSON], sorted by deadline, then namespace and name, of
-// the evictions the running manager has scheduled; an empty array when no
+// the evictions the running manager has scheduled or given up; an empty array when no
 // manager runs (a standby replica, or before the caches synced). Each GET
 // reads every scheduled pod and its node from the informers' caches: it is
 // for an operator's look, not for scraping every second. It is safe for

@@ -23,9 +23,12 @@ type cluster struct {
 	pods       cache.SharedIndexInformer
 	nodeLister corelisters.NodeLister
 	podLister  corelisters.PodLister
+	// sights fills in the countdown starts the objects do not record, for
+	// the manager's reads (getNode, getPod, podsOnNode).
+	sights *firstSights
 }
 
-func newCluster(client kubernetes.Interface) (*cluster, error) {
+func newCluster(client kubernetes.Interface, log logr.Logger) (*cluster, error) {
 	// No resync: the manager is level-triggered on changes, and a resync
 	// would only re-queue every pod for nothing.
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
@@ -35,12 +38,22 @@ func newCluster(client kubernetes.Interface) (*cluster, error) {
 	if err := pods.Informer().AddIndexers(cache.Indexers{nodeNameIndex: podNodeName}); err != nil {
 		return nil, fmt.Errorf("app: add pod index: %w", err)
 	}
+	// First sights are kept from the informers' start, standing by too.
+	sights := newFirstSights()
+	nodeSights, podSights := sights.handlers(log)
+	if _, err := nodes.Informer().AddEventHandler(nodeSights); err != nil {
+		return nil, fmt.Errorf("app: add node handler: %w", err)
+	}
+	if _, err := pods.Informer().AddEventHandler(podSights); err != nil {
+		return nil, fmt.Errorf("app: add pod handler: %w", err)
+	}
 	return &cluster{
 		factory:    factory,
 		nodes:      nodes.Informer(),
 		pods:       pods.Informer(),
 		nodeLister: nodes.Lister(),
 		podLister:  pods.Lister(),
+		sights:     sights,
 	}, nil
 }
 
@@ -62,10 +75,22 @@ func podNodeName(obj any) ([]string, error) {
 	return []string{pod.Spec.NodeName}, nil
 }
 
-func (c *cluster) getNode(name string) (*v1.Node, error) { return c.nodeLister.Get(name) }
+// getNode, getPod and podsOnNode are the manager's reads: from the
+// informers' caches, with first sights filled in (firstSights).
+func (c *cluster) getNode(name string) (*v1.Node, error) {
+	node, err := c.nodeLister.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return c.sights.node(node), nil
+}
 
 func (c *cluster) getPod(namespace, name string) (*v1.Pod, error) {
-	return c.podLister.Pods(namespace).Get(name)
+	pod, err := c.podLister.Pods(namespace).Get(name)
+	if err != nil {
+		return nil, err
+	}
+	return c.sights.pod(pod), nil
 }
 
 func (c *cluster) podsOnNode(name string) ([]*v1.Pod, error) {
@@ -76,7 +101,7 @@ func (c *cluster) podsOnNode(name string) ([]*v1.Pod, error) {
 	pods := make([]*v1.Pod, 0, len(objs))
 	for _, obj := range objs {
 		if pod, ok := obj.(*v1.Pod); ok {
-			pods = append(pods, pod)
+			pods = append(pods, c.sights.pod(pod))
 		}
 	}
 	return pods, nil
@@ -138,7 +163,7 @@ func podHandler(u updates, log logr.Logger) cache.ResourceEventHandler {
 // the deletion (its watch broke and the relist no longer had the object)
 // the event carries a cache.DeletedFinalStateUnknown holding the last state
 // the cache knew, which is as good for the manager: it only needs the
-// object's name, namespace and node.
+// object's name, namespace, node and (for a pod) UID.
 func deleted[T any](obj any, log logr.Logger) (T, bool) {
 	if t, ok := obj.(T); ok {
 		return t, true

@@ -29,14 +29,14 @@ func newWatchdog(o Options) *leaderelection.HealthzAdaptor {
 // as soon as its context ends, and no other replica may start before this
 // one's evictions are over.
 func (c *controller) runElected(ctx context.Context, client kubernetes.Interface, watchdog *leaderelection.HealthzAdaptor) error {
-	lock := &resourcelock.LeaseLock{
+	lock := &renewals{Interface: &resourcelock.LeaseLock{
 		LeaseMeta: metav1.ObjectMeta{Namespace: c.o.LeaseNamespace, Name: c.o.LeaseName},
 		Client:    client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{
 			Identity:      c.o.Identity,
 			EventRecorder: c.recorder,
 		},
-	}
+	}}
 	started := make(chan context.Context, 1)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -78,6 +78,24 @@ func (c *controller) runElected(ctx context.Context, client kubernetes.Interface
 		return errors.New("app: leader election stopped before acquiring the lease")
 	case leading := <-started:
 		c.log.Info("Acquired the lease: starting the manager", "identity", c.o.Identity)
-		return c.runManager(ctx, leading.Done())
+		// Lost when the elector says so, or a renew deadline after the
+		// last renewal that succeeded, if that comes first (renewals).
+		fenceCtx, stopFence := context.WithCancel(leading)
+		defer stopFence()
+		expired := lock.expired(fenceCtx, c.o.RenewDeadline)
+		lost := make(chan struct{})
+		go func() {
+			defer close(lost)
+			select {
+			case <-leading.Done():
+			case <-expired:
+				if fenceCtx.Err() == nil {
+					c.log.Info("No renewal of the lease succeeded for the renew deadline: stopping", "renewDeadline", c.o.RenewDeadline)
+				}
+			}
+		}()
+		err := c.runManager(ctx, lost)
+		stopFence()
+		return err
 	}
 }

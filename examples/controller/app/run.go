@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -23,7 +24,7 @@ import (
 )
 
 // Component is the controller's name: the source of its events and the
-// suffix of its user agent.
+// first word of its User-Agent ([UserAgent]).
 const Component = "taintkit-noexecute"
 
 // ErrLeaderLost is returned by [Run] when this replica stopped acting
@@ -39,9 +40,9 @@ var errGraceExpired = errors.New("app: shutdown grace period expired")
 // Run runs the controller until ctx is done or the lease is lost. It
 // validates o (returning [Options.Validate]'s error before anything
 // starts), binds the metrics and health servers, starts shared informers
-// for nodes and pods with cfg's credentials (QPS and burst set from o;
-// cfg itself is not changed), and once their caches are synced (/readyz
-// turns 200) runs the manager of examples/noexecute/manager: at once, or
+// for nodes and pods with cfg's credentials (QPS and burst set from o, the
+// User-Agent to [UserAgent] of o.Identity; cfg itself is not changed), and
+// once their caches are synced (/readyz turns 200) runs the manager of examples/noexecute/manager: at once, or
 // with o.LeaderElect only while this replica holds the Lease.
 //
 // When ctx is done Run stops the manager, lets evictions already in flight
@@ -62,8 +63,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.RateLimiter = nil // the flags decide, not a limiter the caller left in cfg
-	cfg = rest.AddUserAgent(cfg, Component)
-	client, err := kubernetes.NewForConfig(cfg)
+	cfg.UserAgent = UserAgent(o.Identity)
+	mainCfg := rest.CopyConfig(cfg)
+	mainCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return waitForServer{next: rt} })
+	client, err := kubernetes.NewForConfig(mainCfg)
 	if err != nil {
 		return fmt.Errorf("app: clientset: %w", err)
 	}
@@ -72,7 +75,6 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	// client-go's broadcaster drops what its queue cannot hold.
 	ecfg := rest.CopyConfig(cfg)
 	ecfg.QPS, ecfg.Burst = o.EventsQPS, o.EventsBurst
-	ecfg = rest.AddUserAgent(ecfg, "events")
 	eventsClient, err := kubernetes.NewForConfig(ecfg)
 	if err != nil {
 		return fmt.Errorf("app: events clientset: %w", err)
@@ -81,10 +83,12 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if o.LeaderElect {
 		// A client of its own, with its own rate limiter: renewals must not
 		// queue behind a thousand deletions. A request may take at most half
-		// the renew deadline, so one hung request cannot lose the lease.
+		// the renew deadline, so one hung request cannot lose the lease; the
+		// elector tries again itself, so its requests do not wait for an
+		// unreachable server (waitForServer).
 		lcfg := rest.CopyConfig(cfg)
 		lcfg.Timeout = max(time.Second, o.RenewDeadline/2)
-		lcfg = rest.AddUserAgent(lcfg, "leader-election")
+		lcfg.UserAgent += leaderElectionUserAgentSuffix
 		if leaderClient, err = kubernetes.NewForConfig(lcfg); err != nil {
 			return fmt.Errorf("app: leader election clientset: %w", err)
 		}
@@ -94,7 +98,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		// TokenReviews and SubjectAccessReviews, made by the library, on a
 		// client of their own; it caches their answers (a minute for a
 		// token, five for an allowed request, 30 s for a denied one).
-		acfg := rest.AddUserAgent(rest.CopyConfig(cfg), "metrics-auth")
+		acfg := rest.CopyConfig(cfg)
 		httpClient, err := rest.HTTPClientFor(acfg)
 		if err != nil {
 			return fmt.Errorf("app: metrics authentication client: %w", err)
@@ -158,7 +162,7 @@ func run(ctx context.Context, cs clients, o Options) error {
 		o.Listening(srv.addrs())
 	}
 
-	cl, err := newCluster(cs.api)
+	cl, err := newCluster(cs.api, log)
 	if err != nil {
 		return err
 	}

@@ -223,19 +223,27 @@ func TestEvictionsHandler(t *testing.T) {
 		},
 		// The pod and its taint are gone; the eviction will decide again.
 		{Namespace: "shop", Name: "web-2", Deadline: deadline.Add(time.Minute)},
+		// Given up: its attempts ran out.
+		{
+			Namespace: "shop", Name: "web-3", UID: "uid-4", Node: "node-2",
+			Deadline: deadline.Add(2 * time.Minute), Attempts: 5, LastError: "the server is currently unable to handle the request", Failed: true,
+		},
 	})
 	rec = serve(http.MethodGet)
 	assert.Equal(t, http.StatusOK, rec.Code)
 	assert.JSONEq(t, `[
 		{"namespace": "shop", "name": "web-0", "uid": "uid-1", "node": "node-1",
 		 "taint": "example.com/broken=true:NoExecute", "deadline": "2026-11-24T09:00:05Z",
-		 "attempts": 3, "lastError": "refused by a disruption budget"},
+		 "attempts": 3, "lastError": "refused by a disruption budget", "failed": false},
 		{"namespace": "shop", "name": "web-1", "uid": "uid-2", "node": "node-1",
 		 "taint": "node.kubernetes.io/unreachable:NoExecute", "deadline": "2026-11-24T09:00:06.5Z",
-		 "attempts": 0, "lastError": ""},
+		 "attempts": 0, "lastError": "", "failed": false},
 		{"namespace": "shop", "name": "web-2", "uid": "", "node": "",
 		 "taint": "", "deadline": "2026-11-24T09:01:05Z",
-		 "attempts": 0, "lastError": ""}
+		 "attempts": 0, "lastError": "", "failed": false},
+		{"namespace": "shop", "name": "web-3", "uid": "uid-4", "node": "node-2",
+		 "taint": "", "deadline": "2026-11-24T09:02:05Z",
+		 "attempts": 5, "lastError": "the server is currently unable to handle the request", "failed": true}
 	]`, rec.Body.String())
 	// The deadline is RFC 3339.
 	var got []map[string]any

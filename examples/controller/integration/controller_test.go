@@ -35,6 +35,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/controller/internal/oracle"
 	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
 	"github.com/taintkit/taintkit/examples/noexecute/manager"
 )
@@ -93,17 +94,20 @@ func applyRBAC(ctx context.Context, env *testenv.Env) error {
 // harness is one test's view of the cluster: the admin client, its
 // namespace and a context bounded by testTimeout.
 type harness struct {
-	t   *testing.T
-	env *testenv.Env
-	c   kubernetes.Interface
-	ctx context.Context
-	ns  string
+	t      *testing.T
+	env    *testenv.Env
+	c      kubernetes.Interface
+	ctx    context.Context
+	ns     string
+	oracle *oracle.Oracle // checks the controller's writes at the test's end
 }
 
 // setup creates namespace ns and starts a PodFinaliser (the kubelet
-// stand-in) for it. At the end of the test it deletes the namespace's pods
-// at once and the given nodes, so that the next test's controller does not
-// meet them.
+// stand-in) for it, and an oracle that checks, from the API server's audit
+// log and its own watch, every write of the controller to the namespace's
+// pods once the controller has stopped. At the end of the test it deletes
+// the namespace's pods at once and the given nodes, so that the next test's
+// controller does not meet them.
 func setup(t *testing.T, ns string) *harness {
 	t.Helper()
 	env := testenv.Shared(t)
@@ -116,6 +120,9 @@ func setup(t *testing.T, ns string) *harness {
 	f, err := testenv.StartPodFinaliser(ctx, c, ns)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, f.Stop(), "the kubelet stand-in failed to finish a deletion") })
+	o, err := oracle.Start(ctx, oracle.Options{Client: c, AuditLog: env.AuditLogPath(), Namespace: ns})
+	require.NoError(t, err)
+	t.Cleanup(func() { o.Verify(t) }) // after the controller stopped (cleanups run last first)
 	t.Cleanup(func() {
 		// The test's ctx may be over; cleaning up gets its own.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -124,7 +131,7 @@ func setup(t *testing.T, ns string) *harness {
 		assert.NoError(t, c.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}))
 		assert.NoError(t, c.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "test-namespace=" + ns}))
 	})
-	return &harness{t: t, env: env, c: c, ctx: ctx, ns: ns}
+	return &harness{t: t, env: env, c: c, ctx: ctx, ns: ns, oracle: o}
 }
 
 // node creates a node named after the test's namespace and suffix, labelled

@@ -252,6 +252,7 @@ func refusalTimes(refused map[string][]time.Time, since time.Time) string {
 // (by then the updates made after the events were decided again).
 func TestDryRunWouldDeleteOncePerUID(t *testing.T) {
 	h := setup(t, "it-dryrun")
+	h.oracle.DryRun()
 	ctrl := h.startController(true, nil, func(o *app.Options) { o.DryRun = true })
 	const key = "example.com/dry"
 	node := h.node("node")

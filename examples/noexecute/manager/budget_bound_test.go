@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -110,11 +111,10 @@ func TestBudgetBoundHoldsWhenDeletesAreSlow(t *testing.T) {
 // gexitOnce is a queue MetricsProvider whose lateness histogram calls
 // runtime.Goexit the first time it observes: an attempt that ends before its
 // work func runs.
-type goexitOnce struct{ done bool }
+type goexitOnce struct{ done atomic.Bool }
 
 func (g *goexitOnce) Observe(float64) {
-	if !g.done {
-		g.done = true
+	if g.done.CompareAndSwap(false, true) {
 		runtime.Goexit()
 	}
 }

@@ -40,30 +40,44 @@ func (m *Manager) waitsForToken(key types.NamespacedName, wake time.Time) bool {
 // evict is the eviction queue's work func: it runs when the eviction of key
 // is due, and again (with backoff) after each failure it returns. It decides
 // again from the current pod and node before deleting anything.
-func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err error) {
-	refused := false // recorded already, as a refusal with the server's error
-	defer func() {
-		if err == nil {
-			// The eviction ended: the pod went, or no longer has to.
-			m.budgets.release(key, m.clock.Now())
-			m.status.forget(key)
-			return
-		}
-		switch _, found := m.evictions.GetWorker(key); {
-		case !found:
-			// Withdrawn by a cancel while it ran: nothing follows it.
-			m.budgets.release(key, m.clock.Now())
-			m.status.forget(key)
-		default:
-			// Retried, or withdrawn by a handler that scheduled anew (a
-			// decision repeated while this attempt ran): the new schedule
-			// keeps the key's place in the budget's line, its refusals (so
-			// their backoff goes on) and this error, the latest.
-			if !refused {
-				m.status.failed(key, err, false)
-			}
-		}
-	}()
+func (m *Manager) evict(ctx context.Context, key types.NamespacedName) error {
+	err := m.tryEvict(ctx, key)
+	// Not deferred: an attempt that panics or calls runtime.Goexit does not
+	// get here, and the queue reports it as it counts it, to evictionRetried
+	// or evictionFailed.
+	m.returned(key, err)
+	return err
+}
+
+// returned does the bookkeeping of an eviction attempt that returned err.
+func (m *Manager) returned(key types.NamespacedName, err error) {
+	if err == nil {
+		// The eviction ended: the pod went, or no longer has to.
+		m.budgets.release(key, m.clock.Now())
+		m.status.forget(key)
+		return
+	}
+	switch _, found := m.evictions.GetWorker(key); {
+	case !found:
+		// Withdrawn by a cancel while it ran: nothing follows it.
+		m.budgets.release(key, m.clock.Now())
+		m.status.forget(key)
+	case IsRefusedByBudget(err):
+		// A wait (timedqueue.RetryAt), not a failure: the refusal recorded
+		// itself.
+	default:
+		// A failure the queue retries (evictionRetried records it too) or
+		// gives up on (evictionFailed), or the failure of an attempt
+		// withdrawn by a handler that scheduled anew (a decision repeated
+		// while it ran): the new schedule keeps the key's place in the
+		// budget's line, its refusals (so their backoff goes on) and this
+		// error, the latest.
+		m.status.failed(key, err, false)
+	}
+}
+
+// tryEvict is one attempt of the eviction of key.
+func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error {
 	pod, err := m.cfg.GetPod(key.Namespace, key.Name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -153,12 +167,14 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 		m.wouldDelete(key, pod, deadline, now, reason)
 		return nil
 	}
+	// Recorded before the write, which its delete event may overtake.
+	m.status.startRemoval(key, pod.UID)
 	fallback := false
 	if m.cfg.UseEvictionAPI {
 		var retryAt time.Time
 		retryAt, fallback, err = m.evictThroughAPI(ctx, key, pod, deadline, now, reason)
 		if !retryAt.IsZero() {
-			refused = true
+			m.status.endRemoval(key, pod.UID, false)
 			return timedqueue.RetryAt(retryAt, err)
 		}
 	}
@@ -174,6 +190,7 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) (err erro
 		}
 		err = m.deletePod(ctx, key, pod)
 	}
+	m.status.endRemoval(key, pod.UID, err == nil)
 	switch {
 	case err == nil:
 		m.stats.evicted.Add(1)
@@ -220,23 +237,7 @@ func (m *Manager) deletePod(ctx context.Context, key types.NamespacedName, pod *
 	}
 	// The UID precondition makes the delete a no-op for a pod recreated
 	// under the same name since we read it: that pod is someone else.
-	m.status.markRemoved(key, pod.UID) // before: see removing
-	err = m.cfg.Client.DeletePod(ctx, key.Namespace, key.Name, uidPrecondition(pod.UID))
-	m.removing(key, pod.UID, err)
-	return err
-}
-
-// removing ends the request that removes the pod key with this uid (its
-// delete or its eviction), which returned err. The pod is recorded as
-// removed before the request is sent, not once it returns: the informer may
-// tell of the deletion before the response comes, and the handler of the
-// deletion must see it as this manager's own (see handlePod), and must not
-// find a record to forget before it is made (which would then stay). A
-// failed request takes the record back.
-func (m *Manager) removing(key types.NamespacedName, uid types.UID, err error) {
-	if err != nil {
-		m.status.unmarkRemoved(key, uid)
-	}
+	return m.cfg.Client.DeletePod(ctx, key.Namespace, key.Name, uidPrecondition(pod.UID))
 }
 
 // evictThroughAPI evicts the pod through the Eviction API. If a disruption
@@ -253,9 +254,7 @@ func (m *Manager) evictThroughAPI(ctx context.Context, key types.NamespacedName,
 	}
 	// The API server sets DisruptionTarget itself when it evicts; setting it
 	// before a request that may be refused would mark a pod that stays.
-	m.status.markRemoved(key, pod.UID) // before: see removing
 	err = m.cfg.Client.(PodEvicter).EvictPod(ctx, key.Namespace, key.Name, uidPrecondition(pod.UID))
-	m.removing(key, pod.UID, err)
 	if !IsRefusedByBudget(err) {
 		return time.Time{}, false, err
 	}
@@ -325,11 +324,44 @@ func uidPrecondition(uid types.UID) metav1.DeleteOptions {
 	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
 }
 
+// evictionRetried is the eviction queue's retry hook: an attempt failed
+// (returned an error, panicked or called runtime.Goexit) and the schedule w
+// will be retried at w.NextAttempt. It records err as the last error, which
+// for a panic or a Goexit no one else can: the key keeps its status (the
+// refusals go on counting) and its budget slot.
+//
+// The queue arms the retry before it calls the hook, so the retry may have
+// started by now (on a real clock, with a backoff shorter than the hook took
+// to be called): what it records or forgets is newer, and the hook must not
+// undo it. So err is recorded only if the queue still shows w as the hook
+// got it, waiting for that retry, checked under the statuses' lock, which
+// the retry's own bookkeeping takes after. If the retry has started, the
+// failure is left unrecorded: the retry's end records a newer outcome,
+// except a wait for the eviction budget, after which LastError stays one
+// failure behind until the next.
+func (m *Manager) evictionRetried(w timedqueue.TimedWorker[types.NamespacedName], err error) {
+	m.status.failedIf(w.Key, err, func() bool {
+		cur, ok := m.evictions.GetWorker(w.Key)
+		return ok && !cur.Running && cur.Attempts == w.Attempts && cur.NextAttempt.Equal(w.NextAttempt) &&
+			cur.FireAt.Equal(w.FireAt) && cur.CreatedAt.Equal(w.CreatedAt)
+	})
+}
+
 // evictionFailed is the eviction queue's failure hook: the retries of an
 // eviction ran out. The pod stays until its next update decides again.
 func (m *Manager) evictionFailed(w timedqueue.TimedWorker[types.NamespacedName], err error) {
 	m.stats.failed.Add(1)
+	st := m.status.get(w.Key)
 	m.status.forget(w.Key)
 	m.budgets.release(w.Key, m.clock.Now())
 	m.log.Error(err, "Giving up evicting pod", "pod", w.Key, "attempts", w.Attempts)
+	p := PendingEviction{
+		Namespace: w.Key.Namespace, Name: w.Key.Name, Deadline: w.FireAt,
+		Attempts: w.Attempts + st.refusals, LastError: err.Error(), Failed: true,
+	}
+	if pod, gerr := m.cfg.GetPod(w.Key.Namespace, w.Key.Name); gerr == nil {
+		p.UID, p.Node = pod.UID, pod.Spec.NodeName
+	}
+	m.failed.add(p)
+	m.event(w.Key, p.UID, v1.EventTypeWarning, "Gave up deleting Pod %s after %d attempts: %v", w.Key, p.Attempts, err)
 }

@@ -14,8 +14,7 @@ func (m *Manager) RememberedFirstSights() int {
 	return seen
 }
 
-// RemovedRecords returns how many pods the manager holds a record of having
-// removed (or removing) whose deletion it has not seen yet.
+// RemovedRecords returns how many removed pods the manager keeps a record of.
 func (m *Manager) RemovedRecords() int {
 	n := 0
 	for i := range m.status.removed {

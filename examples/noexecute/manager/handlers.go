@@ -68,11 +68,12 @@ func hasNoExecute(node *v1.Node) bool {
 // the event was seen.
 func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 	removed := false // by this manager: the deletion seen is its own
-	if u.Deleted {
+	if u.Deleted != 0 {
 		// The informer has seen the deletion (its cache is updated before
 		// its handlers are called), so no read can show the pod any more:
-		// a record that the manager removed it has done its job.
-		removed = m.status.forgetRemoved(u.key())
+		// a record that the manager removed it has done its job. A record
+		// of a pod recreated under the name since is another pod's.
+		removed = m.status.forgetRemoved(u.key(), u.Deleted)
 		if !m.holdsAnything(u.key()) {
 			// Nothing of the deleted pod's to cancel: the usual end of a
 			// pod this manager evicted, whose eviction forgot it already.
@@ -90,7 +91,7 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 		// repeated while it ran asked for (see schedule): it would have
 		// found the pod gone. The pod went as the events said: no
 		// "Cancelling deletion" after "Marking for deletion".
-		if m.withdraw(u.key(), "") {
+		if m.withdraw(u.key()) {
 			m.stats.gone.Add(1)
 		}
 		m.handOverIfReplaced(u.key(), "", u.NodeName)
@@ -129,7 +130,8 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 }
 
 // holdsAnything reports whether the manager holds anything for the pod key:
-// a countdown, a schedule, a status or an eviction budget's slot.
+// a countdown, a schedule, a status, an eviction budget's slot or a given-up
+// eviction's record.
 func (m *Manager) holdsAnything(key types.NamespacedName) bool {
 	if _, ok := m.countdowns.pod(key); ok {
 		return true
@@ -137,7 +139,7 @@ func (m *Manager) holdsAnything(key types.NamespacedName) bool {
 	if _, ok := m.evictions.GetWorker(key); ok {
 		return true
 	}
-	return m.status.holds(key) || m.budgets.holds(key)
+	return m.status.holds(key) || m.budgets.holds(key) || m.failed.holds(key)
 }
 
 // handOverIfReplaced is called after a handler acted on the pod key as the
@@ -162,7 +164,7 @@ func (m *Manager) handOverIfReplaced(key types.NamespacedName, uid types.UID, no
 func (m *Manager) reconcile(pod *v1.Pod, node *v1.Node, now time.Time) {
 	key := podKey(pod)
 	if m.status.isRemoved(key, pod.UID) {
-		return // removed or being removed (or, in a dry run, would have been): nothing to decide
+		return // removed (or, in a dry run, would have been): nothing to decide
 	}
 	nodeName := node.Name
 	id := m.countdowns.podHash(pod.UID, nodeName)
@@ -237,6 +239,7 @@ func (m *Manager) countdownStarted(key types.NamespacedName, pod *v1.Pod, d tole
 // schedule makes sure the eviction of key is scheduled at fireAt, decided
 // by a handler from the objects it read at now.
 func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time.Time) {
+	m.failed.forget(key) // decided again
 	w, ok := m.evictions.GetWorker(key)
 	switch {
 	case ok && w.Running:
@@ -287,10 +290,11 @@ func (m *Manager) cancel(key types.NamespacedName, uid types.UID, why string) bo
 	return true
 }
 
-// withdraw is cancel without an event or a count, for a schedule whose pod
-// this manager removed. It reports whether it cancelled a schedule.
-func (m *Manager) withdraw(key types.NamespacedName, uid types.UID) bool {
-	_, cancelled := m.forgetEviction(key, uid)
+// withdraw is cancel, for a pod gone, without an event or a count: for the
+// schedule left of a pod this manager removed. It reports whether it
+// cancelled a schedule.
+func (m *Manager) withdraw(key types.NamespacedName) bool {
+	_, cancelled := m.forgetEviction(key, "")
 	if cancelled {
 		if l := m.log.V(4); l.Enabled() {
 			l.Info("Dropping the repeated eviction of a pod this manager removed", "pod", key)
@@ -300,24 +304,27 @@ func (m *Manager) withdraw(key types.NamespacedName, uid types.UID) bool {
 }
 
 // forgetEviction cancels the scheduled eviction of key and forgets its
-// countdown (and, with the pod gone, its status and budget slot). It reports
-// whether it changed anything and whether it cancelled a schedule.
+// countdown (and, once it ends or with the pod gone, its status and budget
+// slot). It reports whether it changed anything and whether it cancelled a
+// schedule.
 func (m *Manager) forgetEviction(key types.NamespacedName, uid types.UID) (changed, cancelled bool) {
-	changed = m.countdowns.forgetPod(key)
-	if uid == "" {
-		changed = m.status.forgetRemoved(key) || changed // its deletion is seen
-	}
+	changed = m.failed.forget(key)
+	changed = m.countdowns.forgetPod(key) || changed
 	// CancelWork says false both for nothing scheduled and for a running
 	// attempt it withdrew, which is a change: GetWorker tells them apart.
-	if _, ok := m.evictions.GetWorker(key); ok {
+	// Either way nothing follows: the status and the budget's slot go now.
+	// (A withdrawn attempt that returns forgets them too; one that panics
+	// or calls runtime.Goexit is reported to no hook.)
+	found := false
+	if _, found = m.evictions.GetWorker(key); found {
 		cancelled = m.evictions.CancelWork(key)
 		changed = true
 	}
-	if cancelled || uid == "" {
+	if found || uid == "" {
 		changed = m.budgets.release(key, m.clock.Now()) || changed
 		changed = m.status.forget(key) || changed
 	}
-	return changed || cancelled, cancelled
+	return changed, cancelled
 }
 
 // event records a TaintManagerEviction event of eventtype about the pod key.

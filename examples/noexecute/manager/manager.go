@@ -19,12 +19,15 @@ import (
 
 // podUpdate is a pod's item in the dispatcher's low lane. NodeName is the
 // pod's node when the event was seen: it is the shard key, so a pod is handled
-// by the worker that handles its node. Deleted marks the item of a delete
-// event, so that a pod deleted and added again before its item is handled
-// has an item for each.
+// by the worker that handles its node. Deleted is set on the item of a delete
+// event only, to the deleted pod's UID as a removal record names it
+// (statuses.uidHash: never 0): a pod deleted and added again before its item
+// is handled has an item for each, and the delete forgets only its own pod's
+// record. (A hash rather than the UID keeps the item at 56 bytes: a node
+// failure queues one per pod.)
 type podUpdate struct {
 	Namespace, Name, NodeName string
-	Deleted                   bool
+	Deleted                   uint64
 }
 
 func (p podUpdate) key() types.NamespacedName {
@@ -75,7 +78,8 @@ type Manager struct {
 	countdowns *countdowns
 	budgets    *budgets // nil: no eviction budget
 	status     *statuses
-	idle       *idleTracker // nil unless Config.TrackIdle
+	failed     failedEvictions // given up: shown by Pending until decided again
+	idle       *idleTracker    // nil unless Config.TrackIdle
 	stats      stats
 	started    atomic.Bool
 }
@@ -126,6 +130,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m.evictions = q
+	q.SetRetryHook(m.evictionRetried)
 	q.SetFailureHook(m.evictionFailed)
 	if m.budgets != nil {
 		q.SetAdmitFunc(m.admit)
@@ -221,7 +226,11 @@ func (m *Manager) PodUpdated(old, new *v1.Pod) {
 		// bound, its update (new node name) brings it here again.
 		return
 	}
-	m.dispatcher.AddLow(podUpdate{Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName, Deleted: new == nil})
+	u := podUpdate{Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName}
+	if new == nil {
+		u.Deleted = m.status.uidHash(p.UID)
+	}
+	m.dispatcher.AddLow(u)
 }
 
 // tolerationsEqual is apiequality.Semantic.DeepEqual for tolerations (nil

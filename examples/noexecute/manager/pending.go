@@ -11,7 +11,8 @@ import (
 )
 
 // Pending returns every scheduled eviction (waiting for its deadline,
-// running, waiting for a retry, a budget's token or a refusal's backoff),
+// running, waiting for a retry, a budget's token or a refusal's backoff)
+// and every eviction given up until the pod is decided again (Failed),
 // sorted by deadline, then namespace and name. It reads the pods and nodes
 // through the Config's lookups, so it costs O(n) of them: it is for a debug
 // endpoint or a test, not a hot path. Each entry is consistent on its own;
@@ -23,6 +24,7 @@ func (m *Manager) Pending() []PendingEviction {
 	for _, w := range ws {
 		out = append(out, m.pending(w, nodes))
 	}
+	out = m.failed.appendTo(out)
 	slices.SortFunc(out, func(a, b PendingEviction) int {
 		return cmp.Or(a.Deadline.Compare(b.Deadline), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})

@@ -56,8 +56,14 @@ type PendingEviction struct {
 	// Attempts counts the attempts made so far: failed ones and the ones a
 	// disruption budget refused.
 	Attempts int
-	// LastError is the error of the last attempt, or "" if none failed.
+	// LastError is the error of the last attempt that failed or was
+	// refused, as the eviction queue recorded it (a panic or a
+	// runtime.Goexit in the client included), or "" if none was.
 	LastError string
+	// Failed reports that the eviction was given up: its attempts ran out
+	// (EvictionRetry's MaxAttempts), with a Warning event and a count in
+	// [Stats].Failed. The pod stays until its next update decides again.
+	Failed bool
 }
 
 // Metrics receives the observations of a [Manager] that its [Stats] cannot

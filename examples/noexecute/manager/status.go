@@ -12,24 +12,39 @@ import (
 // as attempts) and the last error. Kept only for evictions that failed or were
 // refused, and forgotten when the eviction ends, so it costs nothing for the
 // usual eviction that succeeds at once.
+//
+// The queue's record of an attempt is the truth: a failure is what the queue
+// counts (an error returned, a panic, a runtime.Goexit), recorded by the
+// eviction's own return when it returned one and by the queue's retry hook
+// for any (evictionRetried); an eviction ends on its return (success, or a
+// cancel that withdrew it) or in the failure hook (evictionFailed). Nothing
+// is decided while a panic or Goexit unwinds an attempt. (An attempt
+// withdrawn while it ran fails uncounted, reported to no hook: its error is
+// recorded only if it returned one.)
 type evictionStatus struct {
 	refusals int
 	lastErr  string
 }
 
 // statuses holds the evictionStatus of each eviction that has one, and the
-// UID of each pod the manager removed or is removing (or, in a dry run, would
-// have) whose deletion its informer has not shown yet: a handler deciding
-// from a cache that lags behind must not evict that pod again (a second
-// event, a second budget token), a dry run must treat it as gone, and the
-// handler of the deletion must know it for the manager's own.
+// UID of each pod the manager removed (or, in a dry run, would have) whose
+// deletion its informer has not shown yet: a handler deciding from a cache
+// that lags behind must not evict that pod again (a second event, a second
+// budget token), and a dry run must treat it as gone.
 //
 // Every eviction records a removal and every handler and eviction looks one
 // up, so removals are kept in stripes, each under a mutex of its own, as a
-// 64-bit hash of the pod's UID under a 64-bit hash of its key: 16 bytes a
-// pod. (Two pods under one key whose UIDs collide, with probability 2⁻⁶⁴,
-// would have the second taken for removed until the first's deletion is
-// seen.)
+// 64-bit word (62 bits of a hash of the pod's UID, and 2 saying whether the
+// write that removes it has returned) under a 64-bit hash of its key: 16
+// bytes a pod. A record belongs to the pod with that UID: it is replaced by the
+// record of a pod recreated under the name and removed in turn, and
+// forgotten by the delete event of the pod it names (the event's item
+// carries the UID's hash), so that a predecessor's delete event, handled late
+// by its old node's shard, never forgets its successor's. It is made before
+// the write that removes the pod (startRemoval), so that a delete event
+// handled before the write returns forgets it too. (Two pods under one key
+// whose UIDs collide, with probability 2⁻⁶², would have the second taken for
+// removed until the first's deletion is seen.)
 type statuses struct {
 	mu        sync.Mutex
 	byKey     map[types.NamespacedName]evictionStatus
@@ -41,7 +56,7 @@ type statuses struct {
 
 type removedStripe struct {
 	mu   sync.Mutex
-	uids map[uint64]uint64 // uid hash by key hash
+	uids map[uint64]uint64 // removal record by key hash
 	peak int               // for rebuildIfShrunk
 
 	_ [64]byte // keep stripes' mutexes off each other's cache lines
@@ -60,6 +75,10 @@ func newStatuses() *statuses {
 func (s *statuses) failed(key types.NamespacedName, err error, refused bool) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.failedLocked(key, err, refused)
+}
+
+func (s *statuses) failedLocked(key types.NamespacedName, err error, refused bool) int {
 	st := s.byKey[key]
 	st.lastErr = err.Error()
 	if refused {
@@ -68,6 +87,17 @@ func (s *statuses) failed(key types.NamespacedName, err error, refused bool) int
 	s.byKey[key] = st
 	s.byKeyPeak = max(s.byKeyPeak, len(s.byKey))
 	return st.refusals
+}
+
+// failedIf records err as key's last error, as failed does, if current,
+// called under the statuses' lock, reports true. Whatever records or forgets
+// key after current has returned true does so after err is recorded.
+func (s *statuses) failedIf(key types.NamespacedName, err error, current func() bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if current() {
+		s.failedLocked(key, err, false)
+	}
 }
 
 // holds reports whether there is a status for key.
@@ -97,62 +127,106 @@ func (s *statuses) forget(key types.NamespacedName) bool {
 	return true
 }
 
-// removal returns the stripe of key and the hashes of key and uid.
-func (s *statuses) removal(key types.NamespacedName, uid types.UID) (st *removedStripe, k, u uint64) {
-	k = maphash.Comparable(s.seed, key)
-	if uid != "" {
-		u = maphash.String(s.seed, string(uid)) | 1 // never 0: 0 is no record
-	}
-	return &s.removed[k>>(64-6)], k, u
+// A removal record is the hash of the pod's UID (uidHash, whose two low bits
+// are set) with one of the two low bits cleared to say which record it is:
+// removed (or, in a dry run, would have been), or being removed (a write that
+// may delete the pod is in flight).
+const (
+	recordRemoved  = ^uint64(2) // clears bit 1: ...01
+	recordRemoving = ^uint64(1) // clears bit 0: ...10
+)
+
+// uidHash is how a removal record names a pod's UID: its two low bits are set
+// (so it is never 0, which is no record), and are cleared one at a time in a
+// record.
+func (s *statuses) uidHash(uid types.UID) uint64 {
+	return maphash.String(s.seed, string(uid)) | 3
 }
 
-// markRemoved records that the pod key with this uid was removed (or would
-// have been), and reports whether it was not recorded already.
+// removal returns the stripe of key and the hash of key.
+func (s *statuses) removal(key types.NamespacedName) (st *removedStripe, k uint64) {
+	k = maphash.Comparable(s.seed, key)
+	return &s.removed[k>>(64-6)], k
+}
+
+// markRemoved records that the pod key with this uid would have been removed
+// (a dry run), and reports whether it was not recorded already. It replaces
+// the record of a pod that had the name before.
 func (s *statuses) markRemoved(key types.NamespacedName, uid types.UID) bool {
-	st, k, u := s.removal(key, uid)
+	st, k := s.removal(key)
+	r := s.uidHash(uid) & recordRemoved
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.uids[k] == u {
+	if st.uids[k] == r {
 		return false
 	}
-	st.uids[k] = u
+	st.uids[k] = r
 	st.peak = max(st.peak, len(st.uids))
 	return true
 }
 
-// unmarkRemoved takes back markRemoved's record of the pod key with this uid,
-// if it is still there: the request that was to remove the pod failed.
-func (s *statuses) unmarkRemoved(key types.NamespacedName, uid types.UID) {
-	st, k, u := s.removal(key, uid)
+// startRemoval records that a write that may delete the pod key with this
+// uid is about to be made; endRemoval must follow when it returns. The pod's
+// delete event may be handled before the write returns (an informer's watch
+// can be faster than the call's response): forgetRemoved then forgets this
+// record, and endRemoval, finding none, records nothing, so no record
+// outlives the event. If the write panics or calls runtime.Goexit, the record
+// stays, taken for nothing (isRemoved is false), until the next write's or
+// the delete event.
+func (s *statuses) startRemoval(key types.NamespacedName, uid types.UID) {
+	st, k := s.removal(key)
+	w := s.uidHash(uid) & recordRemoving
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if old, ok := st.uids[k]; ok && old == u {
-		delete(st.uids, k)
+	st.uids[k] = w
+	st.peak = max(st.peak, len(st.uids))
+}
+
+// endRemoval ends what startRemoval began: if the write removed the pod, it
+// records so, unless the pod's delete event has been handled already;
+// otherwise it withdraws the record.
+func (s *statuses) endRemoval(key types.NamespacedName, uid types.UID, removed bool) {
+	st, k := s.removal(key)
+	u := s.uidHash(uid)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch {
+	case st.uids[k] != u&recordRemoving:
+	case removed:
+		st.uids[k] = u & recordRemoved
+	default:
+		st.forgetLocked(k)
 	}
 }
 
 // isRemoved reports whether the pod key with this uid was removed (or, in a
 // dry run, would have been).
 func (s *statuses) isRemoved(key types.NamespacedName, uid types.UID) bool {
-	st, k, u := s.removal(key, uid)
+	st, k := s.removal(key)
+	r := s.uidHash(uid) & recordRemoved
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	old, ok := st.uids[k]
-	return ok && old == u
+	return st.uids[k] == r
 }
 
-// forgetRemoved forgets the pod key: its deletion was seen. A pod recreated
-// under its name is another pod. It reports whether there was a record.
-func (s *statuses) forgetRemoved(key types.NamespacedName) bool {
-	st, k, _ := s.removal(key, "")
+// forgetRemoved forgets the record of the pod key whose UID hashes to u
+// (uidHash): that pod's deletion was seen. The record of another pod under
+// the name (one recreated since) stays. It reports whether there was a
+// record to forget.
+func (s *statuses) forgetRemoved(key types.NamespacedName, u uint64) bool {
+	st, k := s.removal(key)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if _, ok := st.uids[k]; !ok {
+	if old, ok := st.uids[k]; !ok || old|3 != u {
 		return false
 	}
+	st.forgetLocked(k)
+	return true
+}
+
+func (st *removedStripe) forgetLocked(k uint64) {
 	delete(st.uids, k)
 	// Go maps keep their peak's memory: after a mass eviction, give it back
 	// once a quarter is left (amortised O(1) per deletion).
 	st.uids = rebuildIfShrunk(st.uids, &st.peak)
-	return true
 }

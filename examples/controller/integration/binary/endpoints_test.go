@@ -88,7 +88,7 @@ func TestBinaryEndpointsAndShutdown(t *testing.T) {
 		"namespace": ns, "name": waiting.Name, "uid": string(waiting.UID), "node": node.Name,
 		"taint":    "example.com/binary=true:NoExecute",
 		"deadline": start.Add(300 * time.Second).UTC().Format(time.RFC3339),
-		"attempts": 0.0, "lastError": "",
+		"attempts": 0.0, "lastError": "", "failed": false,
 	}, pending[0])
 
 	// An eviction: a pod that does not tolerate the taint.

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/taintkit/taintkit/examples/controller/internal/oracle"
 	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
 )
 
@@ -89,6 +90,7 @@ type env struct {
 	c          kubernetes.Interface
 	ctx        context.Context
 	kubeconfig string // acts as the controller's ServiceAccount
+	oracle     *oracle.Oracle
 	// scrapeToken is a token allowed /metrics and /debug/evictions, as
 	// Prometheus and an operator would have (deploy/readers.yaml).
 	scrapeToken string
@@ -97,8 +99,10 @@ type env struct {
 // setup applies the RBAC of deploy/ (not its Deployment), waits until the
 // ServiceAccount may use it, writes a kubeconfig that impersonates it,
 // creates namespace and starts a kubelet stand-in there that deletes with
-// finaliser (the administrator's client if nil). ctx ends after timeout.
-// Cleanup deletes the pods left in namespace.
+// finaliser (the administrator's client if nil), and an oracle that checks
+// every write of the controller to namespace's pods, from the API server's
+// audit log and its own watch, once the test's controllers have stopped.
+// ctx ends after timeout. Cleanup deletes the pods left in namespace.
 func setup(t *testing.T, namespace string, timeout time.Duration, finaliser kubernetes.Interface) *env {
 	t.Helper()
 	e := testenv.Shared(t)
@@ -141,7 +145,12 @@ func setup(t *testing.T, namespace string, timeout time.Duration, finaliser kube
 	})
 	token, err := e.ServiceAccountToken(ctx, namespace, "scraper", "taintkit-noexecute-metrics-reader", "taintkit-noexecute-evictions-reader")
 	require.NoError(t, err)
-	return &env{Env: e, c: c, ctx: ctx, kubeconfig: kubeconfig, scrapeToken: token}
+	o, err := oracle.Start(ctx, oracle.Options{Client: c, AuditLog: e.AuditLogPath(), Namespace: namespace})
+	require.NoError(t, err)
+	// Registered last, run first of these: after the controllers stopped
+	// (their cleanups were registered later), before the pods are deleted.
+	t.Cleanup(func() { o.Verify(t) })
+	return &env{Env: e, c: c, ctx: ctx, kubeconfig: kubeconfig, oracle: o, scrapeToken: token}
 }
 
 // leaderFlags are short leader election durations, so that a takeover

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -148,4 +149,13 @@ func keyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
 		return nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+// ServingCertificate returns the API server's serving certificate and key,
+// signed by the test CA and valid for 127.0.0.1: a proxy that terminates
+// TLS between a client and the server presents it, and the client, which
+// trusts the test CA, keeps verifying the server it talks to.
+func (e *Env) ServingCertificate() (tls.Certificate, error) {
+	dir := filepath.Join(e.dir, "pki")
+	return tls.LoadX509KeyPair(filepath.Join(dir, servingCert), filepath.Join(dir, servingKey))
 }

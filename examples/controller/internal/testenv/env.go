@@ -43,9 +43,17 @@ type Env struct {
 	dir       string
 	removeDir bool
 	etcd      *process
-	apiserver *process
 	admin     *rest.Config
 	client    *kubernetes.Clientset
+	host      string // 127.0.0.1:port of the API server
+
+	// apiserverBin and apiserverArgs start the API server again after
+	// KillAPIServer, on the same port with the same etcd.
+	apiserverBin  string
+	apiserverArgs []string
+
+	mu        sync.Mutex // guards apiserver
+	apiserver *process
 
 	stopOnce sync.Once
 	stopErr  error
@@ -154,14 +162,21 @@ func start(ctx context.Context, etcdBin, apiserverBin string, opts Options) (_ *
 		"--service-account-signing-key-file=" + filepath.Join(certDir, saSigningKey),
 		"--service-cluster-ip-range=10.0.0.0/24",
 	}
-	e.apiserver, err = startProcess("kube-apiserver", apiserverBin, append(args, opts.APIServerFlags...),
-		filepath.Join(e.dir, "kube-apiserver.log"))
+	audit, err := auditFlags(e.dir, e.AuditLogPath())
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, audit...)
+	e.apiserverBin = apiserverBin
+	e.apiserverArgs = append(args, opts.APIServerFlags...)
+	e.host = "127.0.0.1:" + strconv.Itoa(securePort)
+	e.apiserver, err = startProcess("kube-apiserver", apiserverBin, e.apiserverArgs, e.apiserverLog())
 	if err != nil {
 		return nil, err
 	}
 
 	e.admin = &rest.Config{
-		Host: "https://127.0.0.1:" + strconv.Itoa(securePort),
+		Host: "https://" + e.host,
 		TLSClientConfig: rest.TLSClientConfig{
 			CAData:   pki.caCert,
 			CertData: pki.admin.cert,
@@ -179,6 +194,8 @@ func start(ctx context.Context, etcdBin, apiserverBin string, opts Options) (_ *
 	}
 	return e, nil
 }
+
+func (e *Env) apiserverLog() string { return filepath.Join(e.dir, "kube-apiserver.log") }
 
 // etcdHealthy probes etcd's /health.
 func etcdHealthy(url string) func(context.Context) error {
@@ -273,7 +290,10 @@ const stopGrace = 10 * time.Second
 func (e *Env) Stop() error {
 	e.stopOnce.Do(func() {
 		var errs []error
-		for _, p := range []*process{e.apiserver, e.etcd} {
+		e.mu.Lock()
+		apiserver := e.apiserver
+		e.mu.Unlock()
+		for _, p := range []*process{apiserver, e.etcd} {
 			if p != nil {
 				errs = append(errs, p.stop(stopGrace))
 			}
@@ -288,7 +308,10 @@ func (e *Env) Stop() error {
 
 // dumpLogs writes the last lines of each server's log to w.
 func (e *Env) dumpLogs(w io.Writer, lines int) {
-	for _, p := range []*process{e.etcd, e.apiserver} {
+	e.mu.Lock()
+	apiserver := e.apiserver
+	e.mu.Unlock()
+	for _, p := range []*process{e.etcd, apiserver} {
 		if p != nil {
 			fmt.Fprintf(w, "--- last %d lines of %s:\n%s\n", lines, p.logPath, p.tail(lines))
 		}

@@ -29,8 +29,10 @@ var errPortInUse = errors.New("address already in use")
 // watch before they serve.
 const pollInterval = 50 * time.Millisecond
 
+// startProcess starts path with args, its output appended to logPath (a
+// server started again after a kill goes on in the same file).
 func startProcess(name, path string, args []string, logPath string) (*process, error) {
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}

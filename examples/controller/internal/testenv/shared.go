@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -77,4 +78,35 @@ func Shared(t testing.TB) *Env {
 		t.Skip(shared.missing)
 	}
 	return shared.env
+}
+
+// ForTest starts an Env of t's own with opts (for a test that restarts the
+// API server or needs other flags than the shared one's) and stops it when t
+// ends, printing the end of both servers' logs if t failed. Like [Shared],
+// it skips t if a binary is missing, or fails it when CI is true.
+func ForTest(t testing.TB, opts Options) *Env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), startTimeout)
+	defer cancel()
+	begin := time.Now()
+	env, err := Start(ctx, opts)
+	if err != nil {
+		var missing *MissingBinaryError
+		if ci, _ := strconv.ParseBool(os.Getenv("CI")); errors.As(err, &missing) && !ci {
+			t.Skip(err)
+		}
+		t.Fatal(err)
+	}
+	t.Logf("testenv: etcd and kube-apiserver %s ready in %v", KubernetesVersion, time.Since(begin).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if t.Failed() {
+			var b strings.Builder
+			env.dumpLogs(&b, logLines)
+			t.Log(b.String())
+		}
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return env
 }

@@ -1,0 +1,173 @@
+package oracle
+
+import (
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+)
+
+// due is a pod's deadline in one state of its history.
+type due struct {
+	at      time.Time // zero: not due ever in this state
+	taint   string    // key:effect of the taint whose countdown ends at at
+	unknown bool      // at counts from a first sight (±1 s)
+}
+
+func taintID(t *corev1.Taint) string { return t.Key + ":" + string(t.Effect) }
+
+// decide is the pod's deadline on a node with taints, where taintSeen holds
+// when each taint (by taintID) was first seen and podSeen when the pod was
+// first seen on the node.
+func decide(pod *corev1.Pod, taints []corev1.Taint, taintSeen map[string]time.Time, podSeen time.Time) due {
+	bound, podUnknown := podSeen, true
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			bound, podUnknown = c.LastTransitionTime.Time, false
+		}
+	}
+	var out due
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		start, unknown := taintSeen[taintID(t)], true
+		if t.TimeAdded != nil && !t.TimeAdded.IsZero() {
+			start, unknown = t.TimeAdded.Time, false
+		}
+		if bound.After(start) {
+			start, unknown = bound, podUnknown
+		}
+		at := start
+		tolerated := false
+		for j := range pod.Spec.Tolerations {
+			tol := &pod.Spec.Tolerations[j]
+			if !tol.ToleratesTaint(klog.Background(), t, false) {
+				continue
+			}
+			tolerated = true
+			if tol.TolerationSeconds == nil {
+				at = time.Time{} // for ever
+			} else if s := *tol.TolerationSeconds; s > 0 {
+				at = start.Add(time.Duration(s) * time.Second)
+			}
+			break // the first toleration that tolerates it counts
+		}
+		if tolerated && at.IsZero() {
+			continue
+		}
+		if out.at.IsZero() || at.Before(out.at) {
+			out = due{at: at, taint: taintID(t), unknown: unknown}
+		}
+	}
+	return out
+}
+
+// segment is a stretch of a pod's history with one deadline: from its start
+// until the next state. c.at zero means the pod was not due in it.
+type segment struct {
+	from, to time.Time
+	c        due
+}
+
+// timeline walks one pod's states (its own and its node's, merged by time)
+// and returns its segments, applying the rule that a deadline moves later
+// only when its taint leaves the node. The last segment ends at end, or at
+// the pod's deletion, whichever is first.
+func timeline(obs []podObs, nodes map[string][]nodeObs, end time.Time) []segment {
+	var times []time.Time
+	for _, o := range obs {
+		times = append(times, o.at)
+	}
+	var nodeName string
+	for _, o := range obs {
+		if o.pod.Spec.NodeName != "" {
+			nodeName = o.pod.Spec.NodeName
+		}
+	}
+	nobs := nodes[nodeName]
+	for _, n := range nobs {
+		if !n.at.Before(obs[0].at) && n.at.Before(end) {
+			times = append(times, n.at)
+		}
+	}
+	slices.SortFunc(times, time.Time.Compare)
+	times = slices.Compact(times)
+
+	var (
+		segs      []segment
+		c         due
+		pi, ni    = 0, 0
+		taintSeen = map[string]time.Time{}
+		podSeen   time.Time
+		podNode   string
+		node      *corev1.Node
+	)
+	// The node's taints' first sights, from its states before the pod's.
+	advanceNode := func(t time.Time) {
+		for ni < len(nobs) && !nobs[ni].at.After(t) {
+			node = nobs[ni].node
+			present := map[string]bool{}
+			if node != nil {
+				for i := range node.Spec.Taints {
+					id := taintID(&node.Spec.Taints[i])
+					present[id] = true
+					if _, ok := taintSeen[id]; !ok {
+						taintSeen[id] = nobs[ni].at
+					}
+				}
+			}
+			for id := range taintSeen {
+				if !present[id] {
+					delete(taintSeen, id)
+				}
+			}
+			ni++
+		}
+	}
+	for _, t := range times {
+		for pi+1 < len(obs) && !obs[pi+1].at.After(t) {
+			pi++
+		}
+		o := obs[pi]
+		if o.pod.Spec.NodeName != podNode {
+			podNode, podSeen = o.pod.Spec.NodeName, o.at
+		}
+		advanceNode(t)
+		var d due
+		if podNode != "" && node != nil && !o.deleted && o.pod.DeletionTimestamp == nil {
+			d = decide(o.pod, node.Spec.Taints, taintSeen, podSeen)
+		}
+		switch {
+		case d.at.IsZero():
+			c = due{}
+		case !c.at.IsZero() && d.at.After(c.at) && hasTaint(node, c.taint):
+			// Kept: a longer toleration does not postpone a deadline.
+		default:
+			c = d
+		}
+		if n := len(segs); n > 0 {
+			segs[n-1].to = t
+		}
+		segs = append(segs, segment{from: t, to: end, c: c})
+		if o.deleted || o.pod.DeletionTimestamp != nil {
+			segs[len(segs)-1].to = t
+			break
+		}
+	}
+	return segs
+}
+
+func hasTaint(node *corev1.Node, id string) bool {
+	if node == nil {
+		return false
+	}
+	for i := range node.Spec.Taints {
+		if taintID(&node.Spec.Taints[i]) == id {
+			return true
+		}
+	}
+	return false
+}
