@@ -50,18 +50,39 @@ type Options struct {
 	// replica; the default is the host name, "_" and a random suffix.
 	Identity string
 
-	// MetricsBindAddress is the host:port of the /metrics server; "0"
-	// disables it and port 0 picks a free port (see Listening).
+	// MetricsBindAddress is the host:port of the /metrics and
+	// /debug/evictions server; "0" disables it and port 0 picks a free port
+	// (see Listening).
 	MetricsBindAddress string
+	// MetricsSecure serves /metrics and /debug/evictions over HTTPS, each
+	// request authenticated by its bearer token (a TokenReview) and
+	// authorized for its path (a SubjectAccessReview for the verb get on
+	// the non-resource URL). False serves plain HTTP to anyone: only for a
+	// local run.
+	MetricsSecure bool
+	// MetricsCertDir is the directory of the metrics server's certificate
+	// and key (MetricsCertName and MetricsCertKey in it), reloaded when the
+	// files change. Empty means a self-signed certificate made at start.
+	MetricsCertDir string
+	// MetricsCertName and MetricsCertKey are the file names of the
+	// certificate and its key in MetricsCertDir.
+	MetricsCertName, MetricsCertKey string
 	// HealthProbeBindAddress is the host:port of the /healthz and /readyz
 	// server; "0" disables it and port 0 picks a free port.
 	HealthProbeBindAddress string
 
 	// KubeAPIQPS and KubeAPIBurst bound the controller's requests to the
-	// API server (all but the leader election's, which has a client of its
-	// own so that a backlog of deletions cannot delay lease renewals).
+	// API server but its events': the informers' lists and watches and the
+	// writes to pods. The leader election's lease requests have a client of
+	// their own with the same bounds, so that a backlog of deletions cannot
+	// delay lease renewals.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// EventsQPS and EventsBurst bound the event sink's requests (the events'
+	// creates and patches), on a client of its own: events neither wait
+	// behind the deletions nor slow them.
+	EventsQPS   float32
+	EventsBurst int
 
 	// Shards is the number of handler workers of the manager.
 	Shards int
@@ -134,10 +155,18 @@ const (
 	DefaultRetryPeriod            = 2 * time.Second
 	DefaultLeaseNamespace         = "kube-system"
 	DefaultLeaseName              = "taintkit-noexecute"
-	DefaultMetricsBindAddress     = ":8080"
+	DefaultMetricsBindAddress     = ":8443"
+	DefaultMetricsCertName        = "tls.crt"
+	DefaultMetricsCertKey         = "tls.key"
 	DefaultHealthProbeBindAddress = ":8081"
 	DefaultKubeAPIQPS             = 20
 	DefaultKubeAPIBurst           = 30
+	// DefaultEventsQPS and DefaultEventsBurst let the events of a mass
+	// eviction keep up with it: each eviction records two events (its
+	// countdown and "Marking for deletion") for two pod writes, and the
+	// countdowns' events all come at once when a node is tainted.
+	DefaultEventsQPS              = 100
+	DefaultEventsBurst            = 200
 	DefaultShards                 = sharding.DefaultShards
 	DefaultMaxConcurrentEvictions = timedqueue.DefaultMaxConcurrency
 	DefaultShutdownGracePeriod    = 30 * time.Second
@@ -164,9 +193,14 @@ func NewOptions() Options {
 		LeaseName:              DefaultLeaseName,
 		Identity:               defaultIdentity(),
 		MetricsBindAddress:     DefaultMetricsBindAddress,
+		MetricsSecure:          true,
+		MetricsCertName:        DefaultMetricsCertName,
+		MetricsCertKey:         DefaultMetricsCertKey,
 		HealthProbeBindAddress: DefaultHealthProbeBindAddress,
 		KubeAPIQPS:             DefaultKubeAPIQPS,
 		KubeAPIBurst:           DefaultKubeAPIBurst,
+		EventsQPS:              DefaultEventsQPS,
+		EventsBurst:            DefaultEventsBurst,
 		Shards:                 DefaultShards,
 		MaxConcurrentEvictions: DefaultMaxConcurrentEvictions,
 		ShutdownGracePeriod:    DefaultShutdownGracePeriod,
@@ -196,9 +230,15 @@ func defaultIdentity() string {
 //	--leader-elect-resource-namespace  string
 //	--leader-elect-resource-name       string
 //	--metrics-bind-address             host:port, or 0 to disable
+//	--metrics-secure                   bool
+//	--metrics-cert-dir                 path; empty means self-signed
+//	--metrics-cert-name                file name
+//	--metrics-cert-key                 file name
 //	--health-probe-bind-address        host:port, or 0 to disable
 //	--kube-api-qps                     float
 //	--kube-api-burst                   int
+//	--events-qps                       float
+//	--events-burst                     int
 //	--shards                           int
 //	--max-concurrent-evictions         int
 //	--shutdown-grace-period            duration
@@ -226,13 +266,25 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName,
 		"Name of the leader election Lease.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
-		`Address of the /metrics server ("0" disables it).`)
+		`Address of the /metrics and /debug/evictions server ("0" disables it).`)
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure,
+		"Serve /metrics and /debug/evictions over HTTPS to authenticated and authorized clients only (TokenReview and SubjectAccessReview). false serves plain HTTP to anyone: only for a local run.")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir,
+		"Directory of the metrics server's certificate and key, reloaded when they change. Empty means a self-signed certificate made at start.")
+	fs.StringVar(&o.MetricsCertName, "metrics-cert-name", o.MetricsCertName,
+		"File name of the certificate in --metrics-cert-dir.")
+	fs.StringVar(&o.MetricsCertKey, "metrics-cert-key", o.MetricsCertKey,
+		"File name of the key in --metrics-cert-dir.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
 		`Address of the /healthz and /readyz server ("0" disables it).`)
 	fs.Var((*float32Value)(&o.KubeAPIQPS), "kube-api-qps",
-		"Requests per second to the API server (sustained).")
+		"Requests per second to the API server (sustained), events excepted: lists, watches and pod writes; the lease's requests have a budget of their own of the same size.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
-		"Requests to the API server allowed in a burst above the QPS.")
+		"Requests to the API server allowed in a burst above --kube-api-qps.")
+	fs.Var((*float32Value)(&o.EventsQPS), "events-qps",
+		"Event writes per second to the API server (sustained), on a budget of their own, outside --kube-api-qps.")
+	fs.IntVar(&o.EventsBurst, "events-burst", o.EventsBurst,
+		"Event writes allowed in a burst above --events-qps.")
 	fs.IntVar(&o.Shards, "shards", o.Shards,
 		"Number of workers handling node and pod updates.")
 	fs.IntVar(&o.MaxConcurrentEvictions, "max-concurrent-evictions", o.MaxConcurrentEvictions,
@@ -307,6 +359,12 @@ func (o Options) Validate() error {
 	if err := validBindAddress(o.MetricsBindAddress); err != nil {
 		bad("--metrics-bind-address: %w", err)
 	}
+	if o.MetricsCertDir != "" && !o.MetricsSecure {
+		bad("--metrics-cert-dir needs --metrics-secure")
+	}
+	if o.MetricsCertDir != "" && (o.MetricsCertName == "" || o.MetricsCertKey == "") {
+		bad("--metrics-cert-name and --metrics-cert-key must not be empty with --metrics-cert-dir")
+	}
 	if err := validBindAddress(o.HealthProbeBindAddress); err != nil {
 		bad("--health-probe-bind-address: %w", err)
 	}
@@ -318,6 +376,12 @@ func (o Options) Validate() error {
 	}
 	if o.KubeAPIBurst < 1 {
 		bad("--kube-api-burst must be at least 1, got %d", o.KubeAPIBurst)
+	}
+	if !(o.EventsQPS > 0) { // also refuses NaN
+		bad("--events-qps must be positive, got %v", o.EventsQPS)
+	}
+	if o.EventsBurst < 1 {
+		bad("--events-burst must be at least 1, got %d", o.EventsBurst)
 	}
 	if o.Shards < 1 {
 		bad("--shards must be at least 1, got %d", o.Shards)

@@ -23,10 +23,16 @@ func TestNewOptionsDefaults(t *testing.T) {
 	assert.Equal(t, 2*time.Second, o.RetryPeriod)
 	assert.Equal(t, "kube-system", o.LeaseNamespace)
 	assert.Equal(t, "taintkit-noexecute", o.LeaseName)
-	assert.Equal(t, ":8080", o.MetricsBindAddress)
+	assert.Equal(t, ":8443", o.MetricsBindAddress)
+	assert.True(t, o.MetricsSecure, "metrics served securely by default")
+	assert.Empty(t, o.MetricsCertDir, "a self-signed certificate by default")
+	assert.Equal(t, "tls.crt", o.MetricsCertName)
+	assert.Equal(t, "tls.key", o.MetricsCertKey)
 	assert.Equal(t, ":8081", o.HealthProbeBindAddress)
 	assert.Equal(t, float32(20), o.KubeAPIQPS)
 	assert.Equal(t, 30, o.KubeAPIBurst)
+	assert.Equal(t, float32(100), o.EventsQPS)
+	assert.Equal(t, 200, o.EventsBurst)
 	assert.Equal(t, 8, o.Shards)
 	assert.Equal(t, 32, o.MaxConcurrentEvictions)
 	assert.Equal(t, 30*time.Second, o.ShutdownGracePeriod)
@@ -62,9 +68,15 @@ func TestAddFlagsNames(t *testing.T) {
 		"leader-elect-resource-namespace",
 		"leader-elect-resource-name",
 		"metrics-bind-address",
+		"metrics-secure",
+		"metrics-cert-dir",
+		"metrics-cert-name",
+		"metrics-cert-key",
 		"health-probe-bind-address",
 		"kube-api-qps",
 		"kube-api-burst",
+		"events-qps",
+		"events-burst",
 		"shards",
 		"max-concurrent-evictions",
 		"shutdown-grace-period",
@@ -87,10 +99,16 @@ func TestAddFlagsNames(t *testing.T) {
 		"leader-elect-retry-period":       "2s",
 		"leader-elect-resource-namespace": "kube-system",
 		"leader-elect-resource-name":      "taintkit-noexecute",
-		"metrics-bind-address":            ":8080",
+		"metrics-bind-address":            ":8443",
+		"metrics-secure":                  "true",
+		"metrics-cert-dir":                "",
+		"metrics-cert-name":               "tls.crt",
+		"metrics-cert-key":                "tls.key",
 		"health-probe-bind-address":       ":8081",
 		"kube-api-qps":                    "20",
 		"kube-api-burst":                  "30",
+		"events-qps":                      "100",
+		"events-burst":                    "200",
 		"shards":                          "8",
 		"max-concurrent-evictions":        "32",
 		"shutdown-grace-period":           "30s",
@@ -118,9 +136,12 @@ func TestAddFlagsParse(t *testing.T) {
 		"--leader-elect-resource-namespace=ops",
 		"--leader-elect-resource-name=noexec",
 		"--metrics-bind-address=0",
+		"--metrics-secure=false",
 		"--health-probe-bind-address=127.0.0.1:0",
 		"--kube-api-qps=7.5",
 		"--kube-api-burst=9",
+		"--events-qps=12.5",
+		"--events-burst=25",
 		"--shards=3",
 		"--max-concurrent-evictions=4",
 		"--shutdown-grace-period=1m",
@@ -139,9 +160,12 @@ func TestAddFlagsParse(t *testing.T) {
 	assert.Equal(t, "ops", o.LeaseNamespace)
 	assert.Equal(t, "noexec", o.LeaseName)
 	assert.Equal(t, "0", o.MetricsBindAddress)
+	assert.False(t, o.MetricsSecure)
 	assert.Equal(t, "127.0.0.1:0", o.HealthProbeBindAddress)
 	assert.Equal(t, float32(7.5), o.KubeAPIQPS)
 	assert.Equal(t, 9, o.KubeAPIBurst)
+	assert.Equal(t, float32(12.5), o.EventsQPS)
+	assert.Equal(t, 25, o.EventsBurst)
 	assert.Equal(t, 3, o.Shards)
 	assert.Equal(t, 4, o.MaxConcurrentEvictions)
 	assert.Equal(t, time.Minute, o.ShutdownGracePeriod)
@@ -193,9 +217,18 @@ func TestValidate(t *testing.T) {
 		{"servers disabled", func(o *app.Options) { o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0" }, nil},
 		{"free ports", func(o *app.Options) { o.MetricsBindAddress, o.HealthProbeBindAddress = "127.0.0.1:0", "127.0.0.1:0" }, nil},
 		{"same address for both servers", func(o *app.Options) { o.HealthProbeBindAddress = o.MetricsBindAddress }, []string{"must differ"}},
+		{"insecure metrics", func(o *app.Options) { o.MetricsSecure = false }, nil},
+		{"certificate files", func(o *app.Options) { o.MetricsCertDir = "/certs" }, nil},
+		{"certificate files for insecure metrics", func(o *app.Options) { o.MetricsSecure, o.MetricsCertDir = false, "/certs" },
+			[]string{"--metrics-cert-dir needs --metrics-secure"}},
+		{"no certificate file name", func(o *app.Options) { o.MetricsCertDir, o.MetricsCertName = "/certs", "" },
+			[]string{"--metrics-cert-name and --metrics-cert-key must not be empty with --metrics-cert-dir"}},
 		{"zero qps", func(o *app.Options) { o.KubeAPIQPS = 0 }, []string{"--kube-api-qps must be positive, got 0"}},
 		{"negative qps", func(o *app.Options) { o.KubeAPIQPS = -1 }, []string{"--kube-api-qps must be positive, got -1"}},
 		{"zero burst", func(o *app.Options) { o.KubeAPIBurst = 0 }, []string{"--kube-api-burst must be at least 1, got 0"}},
+		{"zero events qps", func(o *app.Options) { o.EventsQPS = 0 }, []string{"--events-qps must be positive, got 0"}},
+		{"NaN events qps", func(o *app.Options) { o.EventsQPS = float32(math.NaN()) }, []string{"--events-qps must be positive, got NaN"}},
+		{"zero events burst", func(o *app.Options) { o.EventsBurst = 0 }, []string{"--events-burst must be at least 1, got 0"}},
 		{"zero shards", func(o *app.Options) { o.Shards = 0 }, []string{"--shards must be at least 1, got 0"}},
 		{"zero evictions", func(o *app.Options) { o.MaxConcurrentEvictions = 0 }, []string{"--max-concurrent-evictions must be at least 1, got 0"}},
 		{"negative grace period", func(o *app.Options) { o.ShutdownGracePeriod = -time.Second }, []string{"--shutdown-grace-period must not be negative"}},

@@ -14,12 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
 	"github.com/taintkit/taintkit/examples/noexecute/manager"
 )
@@ -71,6 +70,15 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return fmt.Errorf("app: clientset: %w", err)
 	}
+	// Events have a client of their own, with its own rate limiter: in a
+	// mass eviction they would otherwise queue behind the pod writes, and
+	// client-go's broadcaster drops what its queue cannot hold.
+	ecfg := rest.CopyConfig(cfg)
+	ecfg.QPS, ecfg.Burst = o.EventsQPS, o.EventsBurst
+	eventsClient, err := kubernetes.NewForConfig(ecfg)
+	if err != nil {
+		return fmt.Errorf("app: events clientset: %w", err)
+	}
 	var leaderClient kubernetes.Interface
 	if o.LeaderElect {
 		// A client of its own, with its own rate limiter: renewals must not
@@ -85,7 +93,31 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			return fmt.Errorf("app: leader election clientset: %w", err)
 		}
 	}
-	return run(ctx, client, leaderClient, o)
+	var filter MetricsFilter
+	if o.MetricsSecure && o.MetricsBindAddress != "0" {
+		// TokenReviews and SubjectAccessReviews, made by the library, on a
+		// client of their own; it caches their answers (a minute for a
+		// token, five for an allowed request, 30 s for a denied one).
+		acfg := rest.CopyConfig(cfg)
+		httpClient, err := rest.HTTPClientFor(acfg)
+		if err != nil {
+			return fmt.Errorf("app: metrics authentication client: %w", err)
+		}
+		if filter, err = filters.WithAuthenticationAndAuthorization(acfg, httpClient); err != nil {
+			return fmt.Errorf("app: metrics authentication: %w", err)
+		}
+	}
+	return run(ctx, clients{api: client, leader: leaderClient, events: eventsClient, metricsFilter: filter}, o)
+}
+
+// clients are the clientsets of one Run.
+type clients struct {
+	api    kubernetes.Interface // informers and pod writes
+	leader kubernetes.Interface // the lease; used only with Options.LeaderElect
+	events kubernetes.Interface // the event sink
+	// metricsFilter authenticates and authorizes the metrics server's
+	// requests; used only with Options.MetricsSecure.
+	metricsFilter MetricsFilter
 }
 
 // controller is what one Run builds.
@@ -99,9 +131,8 @@ type controller struct {
 	pending  *EvictionsHandler // /debug/evictions
 }
 
-// run is Run on given clientsets (fake ones in tests); leaderClient is
-// used only with o.LeaderElect.
-func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Options) error {
+// run is Run on given clientsets (fake ones in tests).
+func run(ctx context.Context, cs clients, o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -118,9 +149,12 @@ func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Optio
 	}
 	watchdog := newWatchdog(o)
 	pending := &EvictionsHandler{}
-	srv, err := listen(o, reg, watchdog, pending)
+	srv, err := listen(o, log, reg, watchdog, pending, cs.metricsFilter)
 	if err != nil {
 		return err
+	}
+	if o.MetricsBindAddress != "0" && !o.MetricsSecure {
+		log.Info("Serving /metrics and /debug/evictions over plain HTTP to anyone who can reach them (--metrics-secure=false)")
 	}
 	srv.serve(log)
 	defer srv.shutdown(log)
@@ -128,7 +162,7 @@ func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Optio
 		o.Listening(srv.addrs())
 	}
 
-	cl, err := newCluster(client, log)
+	cl, err := newCluster(cs.api, log)
 	if err != nil {
 		return err
 	}
@@ -148,24 +182,22 @@ func run(ctx context.Context, client, leaderClient kubernetes.Interface, o Optio
 	srv.ready.Store(true)
 	log.Info("Informer caches synced")
 
-	broadcaster := record.NewBroadcaster(record.WithContext(informerCtx))
-	defer broadcaster.Shutdown()
-	broadcaster.StartStructuredLogging(3)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	ev := startEvents(informerCtx, cs.events)
+	defer ev.shutdown()
 
 	c := &controller{
 		o:        o,
 		log:      log,
-		client:   client,
+		client:   cs.api,
 		cluster:  cl,
-		recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: Component}),
+		recorder: ev.recorder,
 		metrics:  metrics,
 		pending:  pending,
 	}
 	if !o.LeaderElect {
 		return c.runManager(ctx, nil)
 	}
-	return c.runElected(ctx, leaderClient, watchdog)
+	return c.runElected(ctx, cs.leader, watchdog)
 }
 
 // runManager runs a new manager until ctx is done (then it stops it

@@ -90,11 +90,16 @@ type running struct {
 // start runs the controller on client in the background; the test's end
 // stops it if the test did not.
 func start(t *testing.T, client kubernetes.Interface, o app.Options) *running {
+	return startFiltered(t, client, nil, o)
+}
+
+// startFiltered is start with filter in front of the metrics server.
+func startFiltered(t *testing.T, client kubernetes.Interface, filter app.MetricsFilter, o app.Options) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		r.err = app.RunWithClients(ctx, client, client, o)
+		r.err = app.RunWithMetricsFilter(ctx, client, filter, o)
 	}()
 	t.Cleanup(func() { r.stop() })
 	return r
@@ -194,6 +199,36 @@ func TestRunEvictsUntoleratedPod(t *testing.T) {
 
 		assert.NoError(t, r.stop())
 		requireValue(t, o.Registry, 0, app.MetricLeader)
+	})
+}
+
+// Events go through a client of their own (Run gives it the events'
+// budget, --events-qps): the manager's and the leader election's, none
+// through the client of the pod writes.
+func TestRunRecordsEventsOnTheirOwnClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		now := time.Now()
+		client := newFakeAPI(taintedNode("node-1", now), boundPod("web", "uid-web", "node-1", now, nil))
+		eventsClient := newFakeAPI()
+		o := leaderOptions("replica-a")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- app.RunWithEventsClient(ctx, client, client, eventsClient, o) }()
+		synctest.Wait()
+		assert.False(t, podExists(t, client, "web"), "untolerated pod deleted")
+		cancel()
+		require.NoError(t, <-done)
+
+		assert.ElementsMatch(t, []string{
+			"Scheduled for deletion at " + now.UTC().Format(time.RFC3339Nano) + ": taint " + unreachable + ":NoExecute not tolerated",
+			"Marking for deletion Pod default/web",
+		}, events(t, eventsClient, "web"))
+		leases, err := eventsClient.CoreV1().Events("kube-system").List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+		assert.NotEmpty(t, leases.Items, "the leader election's events")
+		for _, a := range client.Actions() {
+			assert.NotEqual(t, "events", a.GetResource().Resource, "an event written with the pods' client: %v", a)
+		}
 	})
 }
 

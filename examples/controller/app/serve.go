@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -13,29 +14,57 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/tools/leaderelection"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
 // servers are the /metrics server and the /healthz and /readyz server.
 type servers struct {
 	metrics, health   *http.Server
 	metricsL, healthL net.Listener
-	ready             atomic.Bool // caches synced
+	watchCert         func(context.Context, logr.Logger) // nil: nothing to watch
+	stopWatch         func()                             // set by serve if watching
+	ready             atomic.Bool                        // caches synced
 }
+
+// MetricsFilter wraps the metrics server's handler: with
+// [Options.MetricsSecure], every request to /metrics and /debug/evictions
+// goes through it. [Run] uses controller-runtime's
+// filters.WithAuthenticationAndAuthorization, which authenticates the
+// request's bearer token with a TokenReview and authorizes its verb on its
+// path (a non-resource URL) with a SubjectAccessReview.
+type MetricsFilter = metricsserver.Filter
 
 // listen binds both servers' addresses ("0" disables a server), so that a
 // bad or busy address fails Run before anything starts. The metrics server
-// also serves evictions on /debug/evictions.
-func listen(o Options, reg *prometheus.Registry, watchdog *leaderelection.HealthzAdaptor, evictions http.Handler) (*servers, error) {
+// also serves evictions on /debug/evictions; with o.MetricsSecure it serves
+// HTTPS, every request through filter.
+func listen(o Options, log logr.Logger, reg *prometheus.Registry, watchdog *leaderelection.HealthzAdaptor, evictions http.Handler, filter MetricsFilter) (*servers, error) {
 	s := &servers{}
 	var err error
 	if o.MetricsBindAddress != "0" {
-		if s.metricsL, err = net.Listen("tcp", o.MetricsBindAddress); err != nil {
-			return nil, fmt.Errorf("app: metrics server: %w", err)
-		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		mux.Handle(DebugEvictionsPath, evictions)
-		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		var handler http.Handler = mux
+		s.metrics = &http.Server{ReadHeaderTimeout: 10 * time.Second}
+		if o.MetricsSecure {
+			if filter == nil {
+				return nil, errors.New("app: --metrics-secure needs an authenticating filter")
+			}
+			if handler, err = filter(log.WithName("metrics-auth"), mux); err != nil {
+				return nil, fmt.Errorf("app: metrics server: %w", err)
+			}
+			if s.metrics.TLSConfig, s.watchCert, err = servingTLS(o); err != nil {
+				return nil, err
+			}
+		}
+		s.metrics.Handler = handler
+		if s.metricsL, err = net.Listen("tcp", o.MetricsBindAddress); err != nil {
+			return nil, fmt.Errorf("app: metrics server: %w", err)
+		}
+		if o.MetricsSecure {
+			s.metricsL = tls.NewListener(s.metricsL, s.metrics.TLSConfig)
+		}
 	}
 	if o.HealthProbeBindAddress != "0" {
 		if s.healthL, err = net.Listen("tcp", o.HealthProbeBindAddress); err != nil {
@@ -80,8 +109,18 @@ func (s *servers) addrs() (metrics, health net.Addr) {
 	return metrics, health
 }
 
-// serve starts serving in the background until shutdown.
+// serve starts serving in the background until shutdown, and watching the
+// metrics server's certificate files, if any.
 func (s *servers) serve(log logr.Logger) {
+	if s.watchCert != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.watchCert(ctx, log)
+		}()
+		s.stopWatch = func() { cancel(); <-done }
+	}
 	for _, p := range []struct {
 		srv  *http.Server
 		l    net.Listener
@@ -90,7 +129,7 @@ func (s *servers) serve(log logr.Logger) {
 		if p.srv == nil {
 			continue
 		}
-		log.Info("Serving", "server", p.name, "address", p.l.Addr().String())
+		log.Info("Serving", "server", p.name, "address", p.l.Addr().String(), "https", p.srv.TLSConfig != nil)
 		go func() {
 			if err := p.srv.Serve(p.l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error(err, "Server failed", "server", p.name)
@@ -102,6 +141,9 @@ func (s *servers) serve(log logr.Logger) {
 // shutdown stops both servers, letting requests in flight finish for a
 // few seconds.
 func (s *servers) shutdown(log logr.Logger) {
+	if s.stopWatch != nil {
+		defer s.stopWatch()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, srv := range []*http.Server{s.metrics, s.health} {

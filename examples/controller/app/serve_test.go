@@ -2,14 +2,22 @@ package app_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
 	"github.com/taintkit/taintkit/examples/noexecute/manager"
@@ -26,12 +35,72 @@ import (
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	code, body, _ := getAs(t, url, "")
+	return code, body
+}
+
+// getAs GETs url with token as its bearer token (none if empty); an https
+// URL's certificate is not verified, as a Prometheus scraping a
+// self-signed endpoint is configured. It returns the TLS state, nil for
+// http.
+func getAs(t *testing.T, url, token string) (int, string, *tls.ConnectionState) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := insecureClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp.StatusCode, string(body)
+	return resp.StatusCode, string(body), resp.TLS
+}
+
+// insecureClient does not verify certificates: the servers' are
+// self-signed.
+var insecureClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+
+// tokenFilter stands in for controller-runtime's authenticating filter,
+// which needs a real API server (integration/serving_test.go runs it
+// there): a request with the token allowed for its path passes, one
+// without a token gets 401, one with another token 403. It records the
+// paths it was asked about.
+type tokenFilter struct {
+	allowed map[string]string // path → token
+	mu      sync.Mutex
+	asked   []string
+}
+
+func (f *tokenFilter) filter(_ logr.Logger, h http.Handler) (http.Handler, error) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.asked = append(f.asked, r.URL.Path)
+		f.mu.Unlock()
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		switch {
+		case !ok || token == "":
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		case f.allowed[r.URL.Path] != token:
+			http.Error(w, "Forbidden", http.StatusForbidden)
+		default:
+			h.ServeHTTP(w, r)
+		}
+	}), nil
+}
+
+func (f *tokenFilter) paths() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.asked)
+}
+
+// metricsToken and evictionsToken are what tokenFilter allows.
+const metricsToken, evictionsToken = "prometheus", "operator"
+
+func newTokenFilter() *tokenFilter {
+	return &tokenFilter{allowed: map[string]string{"/metrics": metricsToken, app.DebugEvictionsPath: evictionsToken}}
 }
 
 // The servers, on real sockets and the real clock: nothing here waits for
@@ -55,11 +124,17 @@ func TestRunServesMetricsAndProbes(t *testing.T) {
 	o.MetricsBindAddress, o.HealthProbeBindAddress = "127.0.0.1:0", "127.0.0.1:0"
 	addrs := make(chan [2]net.Addr, 1)
 	o.Listening = func(metrics, health net.Addr) { addrs <- [2]net.Addr{metrics, health} }
-	r := start(t, client, o)
+	f := newTokenFilter()
+	r := startFiltered(t, client, f.filter, o)
 	a := <-addrs
-	metricsURL, healthURL := "http://"+a[0].String(), "http://"+a[1].String()
+	metricsURL, healthURL := "https://"+a[0].String(), "http://"+a[1].String()
 
-	code, body := get(t, healthURL+"/readyz")
+	// The probes are plain HTTP, open to the kubelet; the metrics server
+	// speaks only HTTPS.
+	code, body := get(t, "http://"+a[0].String()+"/metrics")
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, "HTTP request to an HTTPS server")
+	code, body = get(t, healthURL+"/readyz")
 	assert.Equal(t, http.StatusServiceUnavailable, code, "ready before the caches synced: %s", body)
 	code, _ = get(t, healthURL+"/healthz")
 	assert.Equal(t, http.StatusOK, code)
@@ -75,8 +150,15 @@ func TestRunServesMetricsAndProbes(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 	code, _ = get(t, healthURL+"/healthz")
 	assert.Equal(t, http.StatusOK, code)
-	code, body = get(t, metricsURL+"/metrics")
+	code, _ = get(t, metricsURL+"/metrics")
+	assert.Equal(t, http.StatusUnauthorized, code, "/metrics without a token")
+	code, body, state := getAs(t, metricsURL+"/metrics", metricsToken)
 	require.Equal(t, http.StatusOK, code)
+	// Self-signed by default, for localhost.
+	require.NotNil(t, state)
+	leaf := state.PeerCertificates[0]
+	assert.Contains(t, leaf.DNSNames, "localhost")
+	assert.Equal(t, []string{"/metrics", "/metrics"}, f.paths(), "the probes went through the filter")
 	for _, want := range []string{
 		app.MetricEvictionsPending + " ",
 		// (The counters may not count the deletion yet: the manager counts
@@ -94,7 +176,7 @@ func TestRunServesMetricsAndProbes(t *testing.T) {
 	require.NoError(t, r.stop())
 	_, err = http.Get(healthURL + "/healthz")
 	assert.Error(t, err, "the health server still serves after Run returned")
-	_, err = http.Get(metricsURL + "/metrics")
+	_, err = insecureClient.Get(metricsURL + "/metrics")
 	assert.Error(t, err, "the metrics server still serves after Run returned")
 }
 
@@ -194,8 +276,8 @@ func TestRunServesDebugEvictions(t *testing.T) {
 	o.MetricsBindAddress = "127.0.0.1:0"
 	addrs := make(chan net.Addr, 1)
 	o.Listening = func(metrics, _ net.Addr) { addrs <- metrics }
-	r := start(t, client, o)
-	url := "http://" + (<-addrs).String() + app.DebugEvictionsPath
+	r := startFiltered(t, client, newTokenFilter().filter, o)
+	url := "https://" + (<-addrs).String() + app.DebugEvictionsPath
 
 	// The refusal's event is recorded after the refusal is noted: once it
 	// is there, so is the attempt.
@@ -204,7 +286,10 @@ func TestRunServesDebugEvictions(t *testing.T) {
 			break
 		}
 	}
-	code, body := get(t, url)
+	// Its own permission: the metrics' token is refused.
+	code, _, _ := getAs(t, url, metricsToken)
+	assert.Equal(t, http.StatusForbidden, code)
+	code, body, _ := getAs(t, url, evictionsToken)
 	require.Equal(t, http.StatusOK, code, body)
 	var list []app.PendingEvictionJSON
 	require.NoError(t, json.Unmarshal([]byte(body), &list), body)
@@ -220,10 +305,71 @@ func TestRunServesDebugEvictions(t *testing.T) {
 	assert.False(t, deadline.Before(taintedAt), "deadline %s before the taint %s", deadline, taintedAt)
 	assert.False(t, deadline.After(time.Now()), "deadline %s in the future", deadline)
 	assert.GreaterOrEqual(t, e.Attempts, 1)
-	assert.Contains(t, e.LastError, "disruption budget")
+	// The server's message, not the queue's "timedqueue: retry at …" around it.
+	assert.Equal(t, budgetRefusal("web-pdb").Error(), e.LastError)
 	assert.True(t, podExists(t, client, "web"), "a refused eviction leaves the pod")
 
 	require.NoError(t, r.stop())
-	_, err = http.Get(url)
+	_, err = insecureClient.Get(url)
 	assert.Error(t, err, "the metrics server still serves after Run returned")
+}
+
+// With --metrics-cert-dir the metrics server serves the certificate in the
+// files, not a self-signed one.
+func TestRunServesMetricsWithCertificateFromFiles(t *testing.T) {
+	dir := t.TempDir()
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("metrics.example", nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "serving.crt"), certPEM, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "serving.key"), keyPEM, 0o600))
+	want, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+
+	o := testOptions()
+	o.MetricsBindAddress = "127.0.0.1:0"
+	o.MetricsCertDir, o.MetricsCertName, o.MetricsCertKey = dir, "serving.crt", "serving.key"
+	addrs := make(chan net.Addr, 1)
+	o.Listening = func(metrics, _ net.Addr) { addrs <- metrics }
+	r := startFiltered(t, newFakeAPI(), newTokenFilter().filter, o)
+	code, _, state := getAs(t, "https://"+(<-addrs).String()+"/metrics", metricsToken)
+	assert.Equal(t, http.StatusOK, code)
+	require.NotNil(t, state)
+	assert.Equal(t, want.Certificate[0], state.PeerCertificates[0].Raw, "not the certificate of the files")
+	require.NoError(t, r.stop())
+}
+
+// Certificate files that cannot be read, or a secure server without its
+// authenticating filter, fail Run before anything starts.
+func TestRunMetricsServingProblemsFailBeforeStarting(t *testing.T) {
+	o := testOptions()
+	o.MetricsBindAddress = "127.0.0.1:0"
+	o.MetricsCertDir = t.TempDir() // empty
+	client := newFakeAPI()
+	err := app.RunWithMetricsFilter(t.Context(), client, newTokenFilter().filter, o)
+	assert.ErrorContains(t, err, "--metrics-cert-dir")
+	assert.ErrorContains(t, err, "tls.crt")
+
+	o.MetricsCertDir = ""
+	o.Registry = prometheus.NewRegistry()
+	err = app.RunWithMetricsFilter(t.Context(), client, nil, o)
+	assert.ErrorContains(t, err, "--metrics-secure needs an authenticating filter")
+	assert.Empty(t, client.Actions(), "nothing started")
+}
+
+// --metrics-secure=false, the escape hatch for a local run: plain HTTP, no
+// token asked, no filter needed.
+func TestRunServesMetricsInsecurely(t *testing.T) {
+	o := testOptions()
+	o.MetricsSecure = false
+	o.MetricsBindAddress = "127.0.0.1:0"
+	addrs := make(chan net.Addr, 1)
+	o.Listening = func(metrics, _ net.Addr) { addrs <- metrics }
+	r := start(t, newFakeAPI(), o)
+	base := "http://" + (<-addrs).String()
+	for _, path := range []string{"/metrics", app.DebugEvictionsPath} {
+		code, body, state := getAs(t, base+path, "")
+		assert.Equal(t, http.StatusOK, code, "%s: %s", path, body)
+		assert.Nil(t, state, "%s served over TLS", path)
+	}
+	require.NoError(t, r.stop())
 }

@@ -61,7 +61,11 @@ var rbacOnce struct {
 // controller makes.
 func applyRBAC(ctx context.Context, env *testenv.Env) error {
 	rbacOnce.Do(func() {
-		if _, err := env.ApplyManifests(ctx, "../deploy/serviceaccount.yaml", "../deploy/rbac.yaml"); err != nil {
+		// The base RBAC, the Eviction API's (of the eviction-api
+		// components: these tests use both ways of evicting) and the
+		// metrics server's readers.
+		if _, err := env.ApplyManifests(ctx, "../deploy/serviceaccount.yaml", "../deploy/rbac.yaml",
+			"../deploy/components/eviction-api-permission/rbac.yaml", "../deploy/readers.yaml"); err != nil {
 			rbacOnce.err = err
 			return
 		}
@@ -75,6 +79,8 @@ func applyRBAC(ctx context.Context, env *testenv.Env) error {
 			{Verb: "create", Resource: "events"},
 			{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: saNamespace},
 			{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: saNamespace, Name: saName},
+			{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"},
+			{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"},
 		} {
 			if err := testenv.WaitForAccess(ctx, cfg, attrs); err != nil {
 				rbacOnce.err = err
@@ -146,7 +152,8 @@ type controller struct {
 	identity    string
 	registry    *prometheus.Registry
 	calls       *callRecorder
-	metricsAddr string // host:port of its metrics server (and /debug/evictions)
+	metricsAddr string // host:port of its metrics server (and /debug/evictions), HTTPS
+	healthAddr  string // host:port of its /healthz and /readyz server
 
 	mu      sync.Mutex
 	deletes map[types.UID]time.Time // first BeforeDelete per pod UID
@@ -187,8 +194,8 @@ func (h *harness) startController(leaderElect bool, beforeDelete func(ctx contex
 		}
 	}
 
-	listening := make(chan net.Addr, 1)
-	o.Listening = func(metrics, _ net.Addr) { listening <- metrics }
+	listening := make(chan [2]net.Addr, 1)
+	o.Listening = func(metrics, health net.Addr) { listening <- [2]net.Addr{metrics, health} }
 	for _, f := range configure {
 		f(&o)
 	}
@@ -202,8 +209,8 @@ func (h *harness) startController(leaderElect bool, beforeDelete func(ctx contex
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, cfg, o) }()
 	select {
-	case addr := <-listening:
-		ctrl.metricsAddr = addr.String()
+	case addrs := <-listening:
+		ctrl.metricsAddr, ctrl.healthAddr = addrs[0].String(), addrs[1].String()
 	case err := <-done:
 		cancel()
 		t.Fatalf("Run returned before it listened: %v", err)
@@ -227,12 +234,10 @@ func (h *harness) startController(leaderElect bool, beforeDelete func(ctx contex
 // debugEvictions reads the controller's /debug/evictions.
 func (ctrl *controller) debugEvictions(t *testing.T) []app.PendingEvictionJSON {
 	t.Helper()
-	resp, err := http.Get("http://" + ctrl.metricsAddr + app.DebugEvictionsPath)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	code, body := ctrl.get(t, app.DebugEvictionsPath, readerToken(t, evictionsReader))
+	require.Equal(t, http.StatusOK, code, body)
 	var list []app.PendingEvictionJSON
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+	require.NoError(t, json.Unmarshal([]byte(body), &list))
 	return list
 }
 

@@ -67,12 +67,13 @@ func hasNoExecute(node *v1.Node) bool {
 // tolerations. It runs on the shard worker of the node the pod was on when
 // the event was seen.
 func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
+	removed := false // by this manager: the deletion seen is its own
 	if u.Deleted != 0 {
 		// The informer has seen the deletion (its cache is updated before
 		// its handlers are called), so no read can show the pod any more:
 		// a record that the manager removed it has done its job. A record
 		// of a pod recreated under the name since is another pod's.
-		m.status.forgetRemoved(u.key(), u.Deleted)
+		removed = m.status.forgetRemoved(u.key(), u.Deleted)
 		if !m.holdsAnything(u.key()) {
 			// Nothing of the deleted pod's to cancel: the usual end of a
 			// pod this manager evicted, whose eviction forgot it already.
@@ -85,6 +86,16 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 	}
 	pod, err := m.cfg.GetPod(u.Namespace, u.Name)
 	switch {
+	case apierrors.IsNotFound(err) && removed:
+		// What is still scheduled is the eviction once more that a decision
+		// repeated while it ran asked for (see schedule): it would have
+		// found the pod gone. The pod went as the events said: no
+		// "Cancelling deletion" after "Marking for deletion".
+		if m.withdraw(u.key()) {
+			m.stats.gone.Add(1)
+		}
+		m.handOverIfReplaced(u.key(), "", u.NodeName)
+		return nil
 	case apierrors.IsNotFound(err):
 		if m.cancel(u.key(), "", "pod deleted") {
 			m.handOverIfReplaced(u.key(), "", u.NodeName)
@@ -265,22 +276,7 @@ func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time
 // deleted by its own eviction, a node's taint-free update), and the read
 // saved is a lister miss, which allocates an error.
 func (m *Manager) cancel(key types.NamespacedName, uid types.UID, why string) bool {
-	changed := m.failed.forget(key)
-	changed = m.countdowns.forgetPod(key) || changed
-	// CancelWork says false both for nothing scheduled and for a running
-	// attempt it withdrew, which is a change: GetWorker tells them apart.
-	// Either way nothing follows: the status and the budget's slot go now.
-	// (A withdrawn attempt that returns forgets them too; one that panics
-	// or calls runtime.Goexit is reported to no hook.)
-	cancelled, found := false, false
-	if _, found = m.evictions.GetWorker(key); found {
-		cancelled = m.evictions.CancelWork(key)
-		changed = true
-	}
-	if found || uid == "" {
-		changed = m.budgets.release(key, m.clock.Now()) || changed
-		changed = m.status.forget(key) || changed
-	}
+	changed, cancelled := m.forgetEviction(key, uid)
 	if !cancelled {
 		return changed
 	}
@@ -292,6 +288,43 @@ func (m *Manager) cancel(key types.NamespacedName, uid types.UID, why string) bo
 		m.event(key, uid, v1.EventTypeNormal, "Cancelling deletion of Pod %s", key)
 	}
 	return true
+}
+
+// withdraw is cancel, for a pod gone, without an event or a count: for the
+// schedule left of a pod this manager removed. It reports whether it
+// cancelled a schedule.
+func (m *Manager) withdraw(key types.NamespacedName) bool {
+	_, cancelled := m.forgetEviction(key, "")
+	if cancelled {
+		if l := m.log.V(4); l.Enabled() {
+			l.Info("Dropping the repeated eviction of a pod this manager removed", "pod", key)
+		}
+	}
+	return cancelled
+}
+
+// forgetEviction cancels the scheduled eviction of key and forgets its
+// countdown (and, once it ends or with the pod gone, its status and budget
+// slot). It reports whether it changed anything and whether it cancelled a
+// schedule.
+func (m *Manager) forgetEviction(key types.NamespacedName, uid types.UID) (changed, cancelled bool) {
+	changed = m.failed.forget(key)
+	changed = m.countdowns.forgetPod(key) || changed
+	// CancelWork says false both for nothing scheduled and for a running
+	// attempt it withdrew, which is a change: GetWorker tells them apart.
+	// Either way nothing follows: the status and the budget's slot go now.
+	// (A withdrawn attempt that returns forgets them too; one that panics
+	// or calls runtime.Goexit is reported to no hook.)
+	found := false
+	if _, found = m.evictions.GetWorker(key); found {
+		cancelled = m.evictions.CancelWork(key)
+		changed = true
+	}
+	if found || uid == "" {
+		changed = m.budgets.release(key, m.clock.Now()) || changed
+		changed = m.status.forget(key) || changed
+	}
+	return changed, cancelled
 }
 
 // event records a TaintManagerEviction event of eventtype about the pod key.

@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/taintkit/taintkit/examples/noexecute/cluster"
 	"github.com/taintkit/taintkit/examples/noexecute/manager"
 )
 
@@ -191,4 +193,96 @@ func TestDeletedPodHeldNothingIsNotRead(t *testing.T) {
 		pods, _ := e.manager().Remembered()
 		assert.Zero(t, pods)
 	})
+}
+
+// gatedWrites is the cluster as a PodClient whose status patches pass a
+// gate before they are made, and whose deletes pass one after.
+type gatedWrites struct {
+	*cluster.Cluster
+	beforeCondition, afterDelete *gate
+}
+
+func (c gatedWrites) SetPodCondition(ctx context.Context, ns, name string, uid types.UID, cond v1.PodCondition) error {
+	c.beforeCondition.pass()
+	return c.Cluster.SetPodCondition(ctx, ns, name, uid, cond)
+}
+
+func (c gatedWrites) DeletePod(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	err := c.Cluster.DeletePod(ctx, ns, name, opts)
+	c.afterDelete.pass()
+	return err
+}
+
+// A decision repeated while the pod's eviction runs withdraws that attempt
+// and schedules the eviction once more (see schedule), which finds the pod
+// gone if the attempt removed it. If the pod's deletion is handled first,
+// while the delete is still in flight or after it returned but before the
+// eviction once more runs (here it waits a second for the budget's next
+// token), the handler drops that schedule without a word: the pod went, and
+// "Cancelling deletion" after "Marking for deletion" would tell its owner
+// the opposite.
+func TestOwnDeletionSeenEarlyRecordsNoCancel(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		inFlight bool // the deletion is handled before the delete returns
+	}{
+		{name: "after the delete returned"},
+		{name: "while the delete is in flight", inFlight: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				client := gatedWrites{beforeCondition: &gate{}, afterDelete: &gate{}}
+				e := newEnv(t, func(c *manager.Config) {
+					c.Client = &client
+					c.EvictionRate, c.EvictionBurst = 1, 1
+				})
+				client.Cluster = e.c
+				e.addNode("n1")
+				web := e.addPod("web", "n1", nil)
+
+				releaseCondition := client.beforeCondition.arm()
+				e.taint("n1") // the eviction takes the token and waits to set the condition
+				w, ok := e.manager().ScheduledEviction("default", "web")
+				require.True(t, ok)
+				require.True(t, w.Running, "the eviction is not running")
+				// Another NoExecute taint: the node's handler decides again
+				// while the attempt runs, withdraws it and schedules anew.
+				e.taint("n1", noExec, v1.Taint{Key: "example.com/b", Effect: v1.TaintEffectNoExecute})
+				if tc.inFlight {
+					// The cluster tells of the deletion inside the delete,
+					// which then waits before it returns.
+					releaseDelete := client.afterDelete.arm()
+					releaseCondition()
+					e.settle()
+					require.False(t, e.exists("web"))
+					releaseDelete()
+					e.settle()
+				} else {
+					e.pause(true) // the informer tells of the deletion late
+					releaseCondition()
+					e.settle()
+					require.False(t, e.exists("web"))
+					w, ok = e.manager().ScheduledEviction("default", "web")
+					require.True(t, ok, "the repeated decision scheduled nothing")
+					require.False(t, w.Running, "the eviction once more did not wait for its token")
+					e.pause(false)
+					e.manager().PodUpdated(web, nil)
+					e.settle()
+				}
+
+				e.step(time.Minute)
+				assert.Equal(t, []string{
+					"Normal TaintManagerEviction Scheduled for deletion at 2025-01-01T00:00:00Z: taint node.kubernetes.io/unreachable:NoExecute not tolerated",
+					"Normal TaintManagerEviction Marking for deletion Pod default/web",
+				}, e.rec.take())
+				st := e.manager().Stats()
+				assert.Equal(t, int64(1), st.Deleted)
+				assert.Zero(t, st.Cancelled, "the removed pod's eviction once more counted as cancelled")
+				assert.Zero(t, e.manager().ScheduledEvictions())
+				pods, _ := e.manager().Remembered()
+				assert.Zero(t, pods, "the deleted pod's countdown is still remembered")
+				assert.Zero(t, e.manager().RemovedRecords(), "the deleted pod is still recorded as removed")
+			})
+		})
+	}
 }

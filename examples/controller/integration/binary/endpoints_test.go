@@ -72,7 +72,7 @@ func TestBinaryEndpointsAndShutdown(t *testing.T) {
 	// /debug/evictions shows its countdown: the taint and the deadline,
 	// the later of the stored TimeAdded and PodScheduled (whole seconds)
 	// + 300 s.
-	code, body, err = httpGet(ctx, "http://"+p.metricsAddr+"/debug/evictions")
+	code, body, err = httpGetAs(ctx, "https://"+p.metricsAddr+"/debug/evictions", p.token)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code, body)
 	var pending []map[string]any

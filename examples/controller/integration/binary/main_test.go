@@ -91,6 +91,9 @@ type env struct {
 	ctx        context.Context
 	kubeconfig string // acts as the controller's ServiceAccount
 	oracle     *oracle.Oracle
+	// scrapeToken is a token allowed /metrics and /debug/evictions, as
+	// Prometheus and an operator would have (deploy/readers.yaml).
+	scrapeToken string
 }
 
 // setup applies the RBAC of deploy/ (not its Deployment), waits until the
@@ -107,7 +110,7 @@ func setup(t *testing.T, namespace string, timeout time.Duration, finaliser kube
 	t.Cleanup(cancel)
 	c := e.Client()
 
-	_, err := e.ApplyManifests(ctx, "../../deploy/serviceaccount.yaml", "../../deploy/rbac.yaml")
+	_, err := e.ApplyManifests(ctx, "../../deploy/serviceaccount.yaml", "../../deploy/rbac.yaml", "../../deploy/readers.yaml")
 	require.NoError(t, err)
 	sa := e.ImpersonatedConfig(saNamespace, saName)
 	// The last rules of the manifests; RBAC reaches the authorizer through
@@ -116,6 +119,8 @@ func setup(t *testing.T, namespace string, timeout time.Duration, finaliser kube
 		{Verb: "watch", Resource: "pods"},
 		{Verb: "patch", Resource: "pods", Subresource: "status"},
 		{Namespace: leaseNamespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: leaseName},
+		{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"},
+		{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"},
 	} {
 		require.NoError(t, testenv.WaitForAccess(ctx, sa, attrs))
 	}
@@ -138,12 +143,14 @@ func setup(t *testing.T, namespace string, timeout time.Duration, finaliser kube
 		assert.NoError(t, c.CoreV1().Pods(namespace).DeleteCollection(ctx,
 			metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}))
 	})
+	token, err := e.ServiceAccountToken(ctx, namespace, "scraper", "taintkit-noexecute-metrics-reader", "taintkit-noexecute-evictions-reader")
+	require.NoError(t, err)
 	o, err := oracle.Start(ctx, oracle.Options{Client: c, AuditLog: e.AuditLogPath(), Namespace: namespace})
 	require.NoError(t, err)
 	// Registered last, run first of these: after the controllers stopped
 	// (their cleanups were registered later), before the pods are deleted.
 	t.Cleanup(func() { o.Verify(t) })
-	return &env{Env: e, c: c, ctx: ctx, kubeconfig: kubeconfig, oracle: o}
+	return &env{Env: e, c: c, ctx: ctx, kubeconfig: kubeconfig, oracle: o, scrapeToken: token}
 }
 
 // leaderFlags are short leader election durations, so that a takeover

@@ -2,6 +2,7 @@ package binary_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -75,13 +76,26 @@ next:
 
 // httpGet returns the status and body of a GET of url.
 func httpGet(ctx context.Context, url string) (int, string, error) {
+	return httpGetAs(ctx, url, "")
+}
+
+// insecureClient does not verify the metrics server's certificate, which
+// is self-signed, as a Prometheus scrape configured with
+// insecure_skip_verify does not.
+var insecureClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+
+// httpGetAs is httpGet with token as the bearer token (none if empty).
+func httpGetAs(ctx context.Context, url, token string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := insecureClient.Do(req)
 	if err != nil {
 		return 0, "", err
 	}
@@ -90,9 +104,10 @@ func httpGet(ctx context.Context, url string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
-// scrape reads the controller's /metrics.
+// scrape reads the controller's /metrics, as Prometheus does: over HTTPS,
+// with a token allowed to.
 func (p *controller) scrape(ctx context.Context) ([]sample, error) {
-	code, body, err := httpGet(ctx, p.metricsURL())
+	code, body, err := httpGetAs(ctx, p.metricsURL(), p.token)
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,8 @@ type controller struct {
 	exited  chan struct{} // closed once the process has exited and its output is read
 	code    int           // exit code, -1 if killed by a signal; valid after exited
 
+	token string // the env's scrapeToken, for the metrics server
+
 	mu                      sync.Mutex
 	metricsAddr, healthAddr string
 	identity                string
@@ -75,6 +77,7 @@ func launchController(t *testing.T, e *env, name string, args ...string) *contro
 	p := &controller{
 		t:       t,
 		name:    name,
+		token:   e.scrapeToken,
 		logs:    filepath.Join(dir, name+".stderr"),
 		serving: make(chan struct{}),
 		started: make(chan struct{}),
@@ -163,7 +166,7 @@ func (p *controller) scan(r io.Reader, w io.Writer, leaderElect bool) {
 	_, _ = io.Copy(w, r)
 }
 
-func (p *controller) metricsURL() string { return "http://" + p.metricsAddr + "/metrics" }
+func (p *controller) metricsURL() string { return "https://" + p.metricsAddr + "/metrics" }
 func (p *controller) healthURL(path string) string {
 	return "http://" + p.healthAddr + path
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,13 +23,17 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/taintkit/taintkit/examples/controller/app"
 	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
 )
 
 // A thousand pods on twenty nodes, all nodes tainted at once: every pod is
-// evicted, none fails, and the controller's requests stay within
-// --kube-api-qps and --kube-api-burst as the API server itself counts them
-// (apiserver_request_total), not as our client says.
+// evicted, none fails, the controller's pod writes stay within
+// --kube-api-qps and --kube-api-burst and its event writes within the
+// defaults of --events-qps and --events-burst, as the API server itself
+// counts them (apiserver_request_total), not as our client says; and the
+// "Marking for deletion" events keep up with the deletions
+// (markingEventsKeepUp).
 func TestThousandPodsWithinQPS(t *testing.T) {
 	const (
 		ns    = "scale"
@@ -35,6 +41,12 @@ func TestThousandPodsWithinQPS(t *testing.T) {
 		pods  = 1000
 		qps   = 50
 		burst = 50
+		// The events' budget: the flags' defaults.
+		eventsQPS   = app.DefaultEventsQPS
+		eventsBurst = app.DefaultEventsBurst
+		// How much longer than the pod writes take at qps the deletions
+		// may take (the machine is shared).
+		slack = 1.25
 		// The limiter admits at most burst + qps×T requests in any window
 		// of T. The window is measured from the test's scrapes of the API
 		// server's metrics, which bracket the controller's requests; 10 %
@@ -130,9 +142,9 @@ func TestThousandPodsWithinQPS(t *testing.T) {
 	assert.True(t, p.running(), "the controller kept running (and its lease)")
 
 	// The controller's requests, from the API server's own counters: the
-	// DisruptionTarget patches, the DELETEs and the events. The controller
-	// is impersonated, so it is told apart by verb and resource; the
-	// kubelet stand-in's DELETEs are taken off.
+	// DisruptionTarget patches and the DELETEs on one budget, the events
+	// on another. The controller is impersonated, so it is told apart by
+	// verb and resource; the kubelet stand-in's DELETEs are taken off.
 	delta := func(verb, resource, subresource string) float64 {
 		m := map[string]string{"verb": verb, "resource": resource, "subresource": subresource}
 		b, _ := sum(before, "apiserver_request_total", m)
@@ -142,22 +154,95 @@ func TestThousandPodsWithinQPS(t *testing.T) {
 	patches := delta("PATCH", "pods", "status")
 	deletes := delta("DELETE", "pods", "") - finalised
 	events := delta("POST", "events", "") + delta("PATCH", "events", "")
-	total := patches + deletes + events
-	rate := total / window.Seconds()
-	bound := qps*window.Seconds()*(1+tolerance) + burst
-	t.Logf("MEASURED %d pods on %d nodes: last deletion %v after the taint; %v requests in %v (%.0f status patches, %.0f deletes, %.0f events): %.1f requests/s with --kube-api-qps=%d --kube-api-burst=%d",
-		pods, nodes, took.Round(time.Millisecond), total, window.Round(time.Millisecond), patches, deletes, events, rate, qps, burst)
+	podWrites := patches + deletes
+	t.Logf("MEASURED %d pods on %d nodes: last deletion %v after the taint; in %v: %.0f pod writes (%.0f status patches, %.0f deletes), %.1f/s with --kube-api-qps=%d --kube-api-burst=%d; %.0f event writes, %.1f/s with --events-qps=%d --events-burst=%d",
+		pods, nodes, took.Round(time.Millisecond), window.Round(time.Millisecond), podWrites, patches, deletes, podWrites/window.Seconds(), qps, burst,
+		events, events/window.Seconds(), eventsQPS, eventsBurst)
 	assert.GreaterOrEqual(t, patches, float64(pods), "a DisruptionTarget patch per pod")
 	assert.GreaterOrEqual(t, deletes, float64(pods), "a DELETE per pod by the controller")
-	assert.LessOrEqual(t, total, bound, "requests in %v: more than %d/s × (1 + %v) + a burst of %d", window, qps, tolerance, burst)
-	// Events are best effort: client-go's broadcaster drops what its queue
-	// cannot hold while the limiter holds the sink back.
-	recorded, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=TaintManagerEviction"})
+	assert.LessOrEqual(t, podWrites, qps*window.Seconds()*(1+tolerance)+burst,
+		"pod writes in %v: more than %d/s × (1 + %v) + a burst of %d", window, qps, tolerance, burst)
+	assert.LessOrEqual(t, events, eventsQPS*window.Seconds()*(1+tolerance)+eventsBurst,
+		"event writes in %v: more than %d/s × (1 + %v) + a burst of %d", window, eventsQPS, tolerance, eventsBurst)
+	// The deletions as the API server's audit log has them (the oracle's
+	// record): when the server answered each pod's DELETE.
+	rep, err := e.oracle.Check()
 	require.NoError(t, err)
-	t.Logf("MEASURED %d TaintManagerEviction events recorded in %s by the end of the test", len(recorded.Items), ns)
-	// At qps the ~3,000 requests take a minute: the deletions cannot all
-	// have happened much sooner.
+	deleted := map[string]time.Time{}
+	for _, ev := range rep.Evictions {
+		deleted[ev.Name] = ev.Deleted
+	}
+	require.Len(t, deleted, pods, "deletions on the audit log")
+	markingEventsKeepUp(t, ctx, c, ns, deleted, last)
+	// At qps the 2,000 pod writes take 40 s: the deletions cannot all have
+	// happened much sooner, and events, on a budget of their own, must not
+	// make them much later.
 	assert.GreaterOrEqual(t, took.Seconds(), (2*pods-burst)/(qps*(1+tolerance)), "faster than the QPS allows")
+	assert.LessOrEqual(t, took.Seconds(), 2*pods/qps*slack, "the deletions took more than %v× the time their writes take at %d/s", slack, qps)
+}
+
+// eventLagBound is how soon after its pod's deletion a "Marking for
+// deletion" event must exist, for eventLagShare of the pods.
+const (
+	eventLagBound = 10 * time.Second
+	eventLagShare = 0.95
+)
+
+// markingEventsKeepUp checks that the "Marking for deletion" events keep up
+// with the deletions, both as the API server has them: for at least
+// eventLagShare of the pods in deleted (pod name → when the server answered
+// its DELETE, from the audit log), the event exists (its creationTimestamp)
+// within eventLagBound of the deletion. The creationTimestamp has whole
+// seconds: it is taken as the end of its second, so a lag is never
+// understated. It waits until every event exists or eventLagBound has
+// passed since last, the last deletion.
+func markingEventsKeepUp(t *testing.T, ctx context.Context, c kubernetes.Interface, ns string, deleted map[string]time.Time, last time.Time) {
+	t.Helper()
+	const prefix = "Marking for deletion Pod "
+	n := len(deleted)
+	var marking map[string]time.Time // pod name → its event's creation, rounded up
+	for {
+		list, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=TaintManagerEviction"})
+		require.NoError(t, err)
+		marking = map[string]time.Time{}
+		for _, e := range list.Items {
+			if name, ok := strings.CutPrefix(e.Message, prefix+ns+"/"); ok && e.InvolvedObject.Name == name {
+				marking[name] = e.CreationTimestamp.Add(time.Second)
+			}
+		}
+		if len(marking) >= n || time.Since(last) > eventLagBound+time.Second {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for the Marking for deletion events: %v", ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	var lags []time.Duration
+	inTime := 0
+	for name, at := range deleted {
+		created, ok := marking[name]
+		if !ok {
+			continue
+		}
+		lag := max(created.Sub(at), 0)
+		lags = append(lags, lag)
+		if lag <= eventLagBound {
+			inTime++
+		}
+	}
+	slices.Sort(lags)
+	pct := func(p float64) time.Duration {
+		if len(lags) == 0 {
+			return 0
+		}
+		return lags[min(len(lags)-1, int(p*float64(len(lags))))]
+	}
+	t.Logf("MEASURED Marking for deletion events: %d of %d pods have one within %v of their deletion, %d in all by %v after the last deletion; lag (event's creation second, rounded up, minus the DELETE's answer on the audit log) median %v, p95 %v, max %v",
+		inTime, n, eventLagBound, len(marking), time.Since(last).Round(time.Second), pct(0.5), pct(0.95), pct(1))
+	assert.GreaterOrEqual(t, float64(inTime), eventLagShare*float64(n),
+		"fewer than %v of the pods have their Marking for deletion event within %v of their deletion", eventLagShare, eventLagBound)
 }
 
 // watchEvictions watches the pods in namespace. Once all n have been seen

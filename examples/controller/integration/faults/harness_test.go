@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +52,9 @@ type cluster struct {
 	ctx    context.Context
 	ns     string
 	oracle *oracle.Oracle
+	// token is allowed /debug/evictions on the replicas' metrics servers
+	// (deploy/readers.yaml), which serve HTTPS to authorized clients.
+	token string
 }
 
 // newCluster starts servers of the test's own with the given extra flags,
@@ -63,7 +67,7 @@ func newCluster(t *testing.T, timeout time.Duration, apiserverFlags ...string) *
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	t.Cleanup(cancel)
 	c := env.Client()
-	_, err := env.ApplyManifests(ctx, "../../deploy/serviceaccount.yaml", "../../deploy/rbac.yaml")
+	_, err := env.ApplyManifests(ctx, "../../deploy/serviceaccount.yaml", "../../deploy/rbac.yaml", "../../deploy/readers.yaml")
 	require.NoError(t, err)
 	sa := env.ImpersonatedConfig(saNamespace, saName)
 	for _, attrs := range []authorizationv1.ResourceAttributes{
@@ -72,9 +76,13 @@ func newCluster(t *testing.T, timeout time.Duration, apiserverFlags ...string) *
 		{Verb: "patch", Resource: "pods", Subresource: "status"},
 		{Verb: "create", Resource: "events"},
 		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: saNamespace, Name: saName},
+		{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"},
+		{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"},
 	} {
 		require.NoError(t, testenv.WaitForAccess(ctx, sa, attrs))
 	}
+	token, err := env.ServiceAccountToken(ctx, "readers", "evictions-reader", "taintkit-noexecute-evictions-reader")
+	require.NoError(t, err)
 	const ns = "faults"
 	_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -84,7 +92,7 @@ func newCluster(t *testing.T, timeout time.Duration, apiserverFlags ...string) *
 	o, err := oracle.Start(ctx, oracle.Options{Client: c, AuditLog: env.AuditLogPath(), Namespace: ns})
 	require.NoError(t, err)
 	t.Cleanup(func() { o.Verify(t) })
-	return &cluster{t: t, env: env, c: c, ctx: ctx, ns: ns, oracle: o}
+	return &cluster{t: t, env: env, c: c, ctx: ctx, ns: ns, oracle: o, token: token}
 }
 
 // controllerConfig is the ServiceAccount's config, reaching the API server
@@ -101,8 +109,9 @@ func (cl *cluster) controllerConfig(host string) *rest.Config {
 // again by a supervisor (as a Deployment restarts a container) each time it
 // returns an error, with a new identity, until the test ends.
 type replica struct {
-	name string
-	t    *testing.T
+	name  string
+	t     *testing.T
+	token string // the cluster's, for /debug/evictions
 
 	mu       sync.Mutex
 	identity string // the current run's
@@ -123,7 +132,7 @@ type exit struct {
 // deadline and retry period, and configure applied last.
 func (cl *cluster) startReplica(name string, cfg *rest.Config, lease, renew, retry time.Duration, configure ...func(*app.Options)) *replica {
 	t := cl.t
-	r := &replica{name: name, t: t, changed: make(chan struct{})}
+	r := &replica{name: name, t: t, token: cl.token, changed: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	started := make(chan struct{})
@@ -251,16 +260,22 @@ func (r *replica) metric(name string, labels map[string]string) float64 {
 	return 0
 }
 
-// debugEvictions reads the current run's /debug/evictions.
+// insecureClient does not verify the metrics server's certificate, which
+// is self-signed.
+var insecureClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+
+// debugEvictions reads the current run's /debug/evictions, over HTTPS with
+// a token allowed to.
 func (r *replica) debugEvictions(ctx context.Context) ([]app.PendingEvictionJSON, error) {
 	r.mu.Lock()
 	addr := r.metrics
 	r.mu.Unlock()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+app.DebugEvictionsPath, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+app.DebugEvictionsPath, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	resp, err := insecureClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
