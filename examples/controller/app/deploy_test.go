@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"cmp"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,8 +117,7 @@ var subject = rbacv1.Subject{Kind: "ServiceAccount", Name: "taintkit-noexecute",
 func options(t *testing.T, d appsv1.Deployment) app.Options {
 	t.Helper()
 	o := app.NewOptions()
-	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
-	o.AddFlags(fs)
+	fs := flagSet(&o)
 	args := d.Spec.Template.Spec.Containers[0].Args
 	require.NoError(t, fs.Parse(args), "args %q", args)
 	require.NoError(t, o.Validate(), "args %q", args)

@@ -10,7 +10,8 @@
 // the pod with its UID as precondition, so a pod recreated under the same
 // name is never deleted in its predecessor's place. Events ("Scheduled for
 // deletion at …", "Marking for deletion", "Cancelling deletion") go through
-// an EventBroadcaster.
+// two EventBroadcasters, one for the countdowns' events, on a client of
+// their own (Options.EventsQPS and EventsBurst).
 //
 // # Safe eviction
 //
@@ -35,14 +36,20 @@
 //
 // /metrics serves [Metrics] (names in the Metric constants) and the Go
 // runtime's metrics, and /debug/evictions on the same server the scheduled
-// evictions as JSON ([EvictionsHandler]); /healthz fails when the leader election is stuck;
-// /readyz turns 200 once the informer caches are synced. Logs go through
-// klog (structured; -v 2 for decisions, -v 4 for details).
+// evictions as JSON ([EvictionsHandler]). With Options.MetricsSecure (the
+// default) that server speaks HTTPS and lets through only requests whose
+// bearer token the API server authenticates and authorizes for the path
+// ([MetricsFilter]). /healthz, plain HTTP on another port, fails when the
+// leader election is stuck; /readyz turns 200 once the informer caches are
+// synced. Logs go through klog (structured; -v 2 for decisions, -v 4 for
+// details).
 //
 // # Permissions
 //
-// The controller lists and watches nodes and pods, patches pods/status,
-// deletes pods, creates pods/eviction (with UseEvictionAPI), creates and
-// patches events, and gets, creates and updates its Lease; deploy/ in this
-// module grants exactly that.
+// The controller lists and watches nodes and pods, patches pods/status and
+// deletes pods (without UseEvictionAPI, or for its fallback), creates
+// pods/eviction (with UseEvictionAPI), creates and patches events, creates
+// TokenReviews and SubjectAccessReviews (with MetricsSecure), and gets,
+// creates and updates its Lease; deploy/ in this module and its components
+// grant exactly that.
 package app

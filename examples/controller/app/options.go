@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/tools/leaderelection"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
 	"github.com/taintkit/taintkit/sharding"
@@ -23,7 +25,7 @@ import (
 )
 
 // Options configures [Run]. Every field but the last group has a flag; see
-// [Options.AddFlags] for the names. Start from [NewOptions]: the zero
+// [Options.Flags] for the names. Start from [NewOptions]: the zero
 // Options is not valid.
 type Options struct {
 	// Kubeconfig is the path of a kubeconfig file; empty means the
@@ -219,40 +221,54 @@ func defaultIdentity() string {
 	return host + "_" + rand.String(8)
 }
 
-// AddFlags registers the options' flags on fs, with o's values as
-// defaults, and klog's flags (-v and the rest) through klog.InitFlags:
+// The sections of [Options.Flags], in the order --help prints them.
+const (
+	FlagsGeneric        = "generic"
+	FlagsLeaderElection = "leader election"
+	FlagsEviction       = "eviction"
+	FlagsServing        = "serving"
+	FlagsLogging        = "logging"
+)
+
+// Flags returns the options' flags in named sections, as Kubernetes'
+// components have them (k8s.io/component-base/cli/flag), with o's values as
+// defaults; setting a flag sets o's field:
 //
-//	--kubeconfig                       path; empty means in-cluster
-//	--leader-elect                     bool
-//	--leader-elect-lease-duration      duration
-//	--leader-elect-renew-deadline      duration
-//	--leader-elect-retry-period        duration
-//	--leader-elect-resource-namespace  string
-//	--leader-elect-resource-name       string
-//	--metrics-bind-address             host:port, or 0 to disable
-//	--metrics-secure                   bool
-//	--metrics-cert-dir                 path; empty means self-signed
-//	--metrics-cert-name                file name
-//	--metrics-cert-key                 file name
-//	--health-probe-bind-address        host:port, or 0 to disable
-//	--kube-api-qps                     float
-//	--kube-api-burst                   int
-//	--events-qps                       float
-//	--events-burst                     int
-//	--shards                           int
-//	--max-concurrent-evictions         int
-//	--shutdown-grace-period            duration
-//	--dry-run                          bool
-//	--use-eviction-api                 bool
-//	--eviction-fallback-after          duration; 0 means never
-//	--eviction-rate                    float, evictions per second; 0 means no limit
-//	--eviction-burst                   int
-//	--eviction-rate-per-namespace      bool
+//	generic:         --kubeconfig, --kube-api-qps, --kube-api-burst,
+//	                 --events-qps, --events-burst, --shards,
+//	                 --shutdown-grace-period
+//	leader election: --leader-elect, --leader-elect-lease-duration,
+//	                 --leader-elect-renew-deadline, --leader-elect-retry-period,
+//	                 --leader-elect-resource-namespace, --leader-elect-resource-name
+//	eviction:        --max-concurrent-evictions, --dry-run, --use-eviction-api,
+//	                 --eviction-fallback-after, --eviction-rate,
+//	                 --eviction-burst, --eviction-rate-per-namespace
+//	serving:         --metrics-bind-address, --metrics-secure,
+//	                 --metrics-cert-dir, --metrics-cert-name,
+//	                 --metrics-cert-key, --health-probe-bind-address
+//	logging:         klog's flags (-v, --vmodule and the rest)
 //
 // The Identity has no flag: it is made unique per process.
-func (o *Options) AddFlags(fs *flag.FlagSet) {
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+
+	fs := fss.FlagSet(FlagsGeneric)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig,
 		"Path to a kubeconfig file. Empty means the in-cluster configuration.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS,
+		"Requests per second to the API server (sustained), events excepted: lists, watches and pod writes; the lease's requests have a budget of their own of the same size.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
+		"Requests to the API server allowed in a burst above --kube-api-qps.")
+	fs.Float32Var(&o.EventsQPS, "events-qps", o.EventsQPS,
+		"Event writes per second to the API server (sustained), on a budget of their own, outside --kube-api-qps.")
+	fs.IntVar(&o.EventsBurst, "events-burst", o.EventsBurst,
+		"Event writes allowed in a burst above --events-qps.")
+	fs.IntVar(&o.Shards, "shards", o.Shards,
+		"Number of workers handling node and pod updates.")
+	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod,
+		"On SIGTERM, how long evictions in flight may take to finish before the lease is released.")
+
+	fs = fss.FlagSet(FlagsLeaderElection)
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect,
 		"Run the manager only while holding the leader election lease. Disable only for a single replica.")
 	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration,
@@ -265,32 +281,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"Namespace of the leader election Lease.")
 	fs.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName,
 		"Name of the leader election Lease.")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
-		`Address of the /metrics and /debug/evictions server ("0" disables it).`)
-	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure,
-		"Serve /metrics and /debug/evictions over HTTPS to authenticated and authorized clients only (TokenReview and SubjectAccessReview). false serves plain HTTP to anyone: only for a local run.")
-	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir,
-		"Directory of the metrics server's certificate and key, reloaded when they change. Empty means a self-signed certificate made at start.")
-	fs.StringVar(&o.MetricsCertName, "metrics-cert-name", o.MetricsCertName,
-		"File name of the certificate in --metrics-cert-dir.")
-	fs.StringVar(&o.MetricsCertKey, "metrics-cert-key", o.MetricsCertKey,
-		"File name of the key in --metrics-cert-dir.")
-	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
-		`Address of the /healthz and /readyz server ("0" disables it).`)
-	fs.Var((*float32Value)(&o.KubeAPIQPS), "kube-api-qps",
-		"Requests per second to the API server (sustained), events excepted: lists, watches and pod writes; the lease's requests have a budget of their own of the same size.")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst,
-		"Requests to the API server allowed in a burst above --kube-api-qps.")
-	fs.Var((*float32Value)(&o.EventsQPS), "events-qps",
-		"Event writes per second to the API server (sustained), on a budget of their own, outside --kube-api-qps.")
-	fs.IntVar(&o.EventsBurst, "events-burst", o.EventsBurst,
-		"Event writes allowed in a burst above --events-qps.")
-	fs.IntVar(&o.Shards, "shards", o.Shards,
-		"Number of workers handling node and pod updates.")
+
+	fs = fss.FlagSet(FlagsEviction)
 	fs.IntVar(&o.MaxConcurrentEvictions, "max-concurrent-evictions", o.MaxConcurrentEvictions,
 		"Maximum evictions (status patch and delete) in flight at once.")
-	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod,
-		"On SIGTERM, how long evictions in flight may take to finish before the lease is released.")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun,
 		`Decide and count evictions as for real, but never write to a pod: record a "would delete" event once per pod instead.`)
 	fs.BoolVar(&o.UseEvictionAPI, "use-eviction-api", o.UseEvictionAPI,
@@ -303,23 +297,33 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"With --eviction-rate: evictions that may start at once.")
 	fs.BoolVar(&o.EvictionRatePerNamespace, "eviction-rate-per-namespace", o.EvictionRatePerNamespace,
 		"With --eviction-rate: give each namespace a budget of its own (--eviction-rate and --eviction-burst each).")
-	klog.InitFlags(fs)
-}
 
-// float32Value is a flag.Value for a float32, which package flag lacks.
-type float32Value float32
+	fs = fss.FlagSet(FlagsServing)
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
+		`Address of the /metrics and /debug/evictions server ("0" disables it).`)
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure,
+		"Serve /metrics and /debug/evictions over HTTPS to authenticated and authorized clients only (TokenReview and SubjectAccessReview). false serves plain HTTP to anyone: only for a local run.")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir,
+		"Directory of the metrics server's certificate and key, reloaded when they change. Empty means a self-signed certificate made at start.")
+	fs.StringVar(&o.MetricsCertName, "metrics-cert-name", o.MetricsCertName,
+		"File name of the certificate in --metrics-cert-dir.")
+	fs.StringVar(&o.MetricsCertKey, "metrics-cert-key", o.MetricsCertKey,
+		"File name of the key in --metrics-cert-dir.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress,
+		`Address of the /healthz and /readyz server, plain HTTP ("0" disables it).`)
 
-func (f *float32Value) String() string {
-	return strconv.FormatFloat(float64(*f), 'g', -1, 32)
-}
-
-func (f *float32Value) Set(s string) error {
-	v, err := strconv.ParseFloat(s, 32)
-	if err != nil {
-		return err
-	}
-	*f = float32Value(v)
-	return nil
+	// klog's flags, as Go flags; -v keeps its one-dash form as a shorthand.
+	goFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(goFlags)
+	fs = fss.FlagSet(FlagsLogging)
+	goFlags.VisitAll(func(f *flag.Flag) {
+		pf := pflag.PFlagFromGoFlag(f)
+		if pf.Name == "v" {
+			pf.Shorthand = "v"
+		}
+		fs.AddFlag(pf)
+	})
+	return fss
 }
 
 // Validate returns every problem with o, joined (errors.Join), or nil. Run

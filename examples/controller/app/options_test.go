@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"flag"
 	"io"
 	"math"
 	"slices"
@@ -9,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -53,43 +53,40 @@ func TestNewOptionsIdentityIsUnique(t *testing.T) {
 	assert.Contains(t, a, "_")
 }
 
-// The flag names are a contract: deployments script against them.
-func TestAddFlagsNames(t *testing.T) {
-	o := app.NewOptions()
-	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
-	o.AddFlags(fs)
-
-	for _, name := range []string{
-		"kubeconfig",
-		"leader-elect",
-		"leader-elect-lease-duration",
-		"leader-elect-renew-deadline",
-		"leader-elect-retry-period",
-		"leader-elect-resource-namespace",
-		"leader-elect-resource-name",
-		"metrics-bind-address",
-		"metrics-secure",
-		"metrics-cert-dir",
-		"metrics-cert-name",
-		"metrics-cert-key",
-		"health-probe-bind-address",
-		"kube-api-qps",
-		"kube-api-burst",
-		"events-qps",
-		"events-burst",
-		"shards",
-		"max-concurrent-evictions",
-		"shutdown-grace-period",
-		"dry-run",
-		"use-eviction-api",
-		"eviction-fallback-after",
-		"eviction-rate",
-		"eviction-burst",
-		"eviction-rate-per-namespace",
-		"v",
-	} {
-		assert.NotNil(t, fs.Lookup(name), "flag --%s is missing", name)
+// flagSet returns every flag of o's sections in one set, as main parses
+// them.
+func flagSet(o *app.Options) *pflag.FlagSet {
+	fss := o.Flags()
+	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, name := range fss.Order {
+		fs.AddFlagSet(fss.FlagSets[name])
 	}
+	return fs
+}
+
+// The flag names are a contract: deployments script against them. Each is
+// in its section of --help.
+func TestFlagsNamesAndSections(t *testing.T) {
+	o := app.NewOptions()
+	fss := o.Flags()
+	assert.Equal(t, []string{app.FlagsGeneric, app.FlagsLeaderElection, app.FlagsEviction, app.FlagsServing, app.FlagsLogging}, fss.Order)
+	for section, names := range map[string][]string{
+		app.FlagsGeneric: {"kubeconfig", "kube-api-qps", "kube-api-burst", "events-qps", "events-burst", "shards", "shutdown-grace-period"},
+		app.FlagsLeaderElection: {"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline",
+			"leader-elect-retry-period", "leader-elect-resource-namespace", "leader-elect-resource-name"},
+		app.FlagsEviction: {"max-concurrent-evictions", "dry-run", "use-eviction-api", "eviction-fallback-after",
+			"eviction-rate", "eviction-burst", "eviction-rate-per-namespace"},
+		app.FlagsServing: {"metrics-bind-address", "metrics-secure", "metrics-cert-dir", "metrics-cert-name",
+			"metrics-cert-key", "health-probe-bind-address"},
+		app.FlagsLogging: {"v", "vmodule", "logtostderr"},
+	} {
+		for _, name := range names {
+			assert.NotNil(t, fss.FlagSets[section].Lookup(name), "flag --%s is not in the %s section", name, section)
+		}
+	}
+	fs := flagSet(&o)
+	assert.Equal(t, "v", fs.ShorthandLookup("v").Name, "-v is klog's --v")
 
 	// The defaults shown by -help are NewOptions'.
 	for name, want := range map[string]string{
@@ -123,10 +120,9 @@ func TestAddFlagsNames(t *testing.T) {
 	}
 }
 
-func TestAddFlagsParse(t *testing.T) {
+func TestFlagsParse(t *testing.T) {
 	o := app.NewOptions()
-	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
-	o.AddFlags(fs)
+	fs := flagSet(&o)
 	require.NoError(t, fs.Parse([]string{
 		"--kubeconfig=/etc/kube/config",
 		"--leader-elect=false",
@@ -178,11 +174,9 @@ func TestAddFlagsParse(t *testing.T) {
 	assert.NoError(t, o.Validate())
 }
 
-func TestAddFlagsRejectsBadNumber(t *testing.T) {
+func TestFlagsRejectBadNumber(t *testing.T) {
 	o := app.NewOptions()
-	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.AddFlags(fs)
+	fs := flagSet(&o)
 	err := fs.Parse([]string{"--kube-api-qps=fast"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "kube-api-qps")
