@@ -120,11 +120,22 @@ func (h *harness) startReplica(o replicaOptions) *replica {
 	r.mgr = mgr
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
+	var serving <-chan struct{}
+	if o.metrics != "" {
+		serving = testenv.MetricsServing(o.metrics)
+	}
 	go func() { r.done <- mgr.Start(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
 	syncCtx, cancelSync := context.WithTimeout(h.ctx, time.Minute)
 	defer cancelSync()
 	require.True(t, mgr.GetCache().WaitForCacheSync(syncCtx), "caches never synced")
+	if serving != nil {
+		select {
+		case <-serving:
+		case <-syncCtx.Done():
+			t.Fatalf("the metrics server on %s did not start within a minute", o.metrics)
+		}
+	}
 	return r
 }
 

@@ -3,11 +3,9 @@ package noexecute_test
 import (
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -104,28 +102,21 @@ func (h *harness) serviceAccountToken(name string, urls ...string) string {
 }
 
 // get GETs url with a bearer token ("": none) from the metrics server,
-// whose certificate is self-signed. The server starts in the background
-// with the manager: get retries while the connection is refused, for up to
-// 30 s.
+// whose certificate is self-signed; startReplica has waited for it to listen.
 func (h *harness) get(url, token string) (int, string) {
 	h.t.Helper()
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // self-signed, as controller-runtime serves by default
 	}}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		req, err := http.NewRequestWithContext(h.ctx, http.MethodGet, url, nil)
-		require.NoError(h.t, err)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := hc.Do(req)
-		if errors.Is(err, syscall.ECONNREFUSED) && time.Now().Before(deadline) {
-			continue
-		}
-		require.NoError(h.t, err)
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(h.t, err)
-		return resp.StatusCode, strings.TrimSpace(string(body))
+	req, err := http.NewRequestWithContext(h.ctx, http.MethodGet, url, nil)
+	require.NoError(h.t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	resp, err := hc.Do(req)
+	require.NoError(h.t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(h.t, err)
+	return resp.StatusCode, strings.TrimSpace(string(body))
 }

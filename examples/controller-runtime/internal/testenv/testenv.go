@@ -61,7 +61,7 @@ func run(m *testing.M) int {
 	// (or debug) shows more.
 	level := zapcore.ErrorLevel
 	_ = level.Set(os.Getenv("TAINTKIT_TEST_LOG"))
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
+	ctrl.SetLogger(watchServing(zap.New(zap.WriteTo(os.Stderr), zap.Level(level))))
 	env := &envtest.Environment{
 		// A cold start on a busy 2-core machine takes more than envtest's 20 s.
 		ControlPlaneStartTimeout: 2 * time.Minute,
