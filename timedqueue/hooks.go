@@ -1,6 +1,7 @@
 package timedqueue
 
 import (
+	"errors"
 	"sync"
 	"time"
 )
@@ -79,8 +80,4 @@ func (t *turns) pass() {
 }
 
 // errNotAdmitted is the reason of a wait an admit func asked for.
-var errNotAdmitted = errorString("timedqueue: not admitted yet")
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
+var errNotAdmitted = errors.New("timedqueue: not admitted yet")

@@ -50,17 +50,17 @@ func (m *Manager) evict(ctx context.Context, key types.NamespacedName) error {
 }
 
 // returned does the bookkeeping of an eviction attempt that returned err.
+// (An attempt that ran was granted its token: it holds no place in the
+// budget's line, which take gives up at the grant.)
 func (m *Manager) returned(key types.NamespacedName, err error) {
 	if err == nil {
 		// The eviction ended: the pod went, or no longer has to.
-		m.budgets.release(key, m.clock.Now())
 		m.status.forget(key)
 		return
 	}
 	switch _, found := m.evictions.GetWorker(key); {
 	case !found:
 		// Withdrawn by a cancel while it ran: nothing follows it.
-		m.budgets.release(key, m.clock.Now())
 		m.status.forget(key)
 	case IsRefusedByBudget(err):
 		// A wait (timedqueue.RetryAt), not a failure: the refusal recorded
@@ -69,9 +69,8 @@ func (m *Manager) returned(key types.NamespacedName, err error) {
 		// A failure the queue retries (evictionRetried records it too) or
 		// gives up on (evictionFailed), or the failure of an attempt
 		// withdrawn by a handler that scheduled anew (a decision repeated
-		// while it ran): the new schedule keeps the key's place in the
-		// budget's line, its refusals (so their backoff goes on) and this
-		// error, the latest.
+		// while it ran): the new schedule keeps the key's refusals (so their
+		// backoff goes on) and this error, the latest.
 		m.status.failed(key, err, false)
 	}
 }
@@ -353,7 +352,6 @@ func (m *Manager) evictionFailed(w timedqueue.TimedWorker[types.NamespacedName],
 	m.stats.failed.Add(1)
 	st := m.status.get(w.Key)
 	m.status.forget(w.Key)
-	m.budgets.release(w.Key, m.clock.Now())
 	m.log.Error(err, "Giving up evicting pod", "pod", w.Key, "attempts", w.Attempts)
 	p := PendingEviction{
 		Namespace: w.Key.Namespace, Name: w.Key.Name, Deadline: w.FireAt,

@@ -304,15 +304,15 @@ func (m *Manager) withdraw(key types.NamespacedName) bool {
 }
 
 // forgetEviction cancels the scheduled eviction of key and forgets its
-// countdown (and, once it ends or with the pod gone, its status and budget
-// slot). It reports whether it changed anything and whether it cancelled a
+// countdown (and, once it ends or with the pod gone, its status and its
+// place in the budget's line). It reports whether it changed anything and whether it cancelled a
 // schedule.
 func (m *Manager) forgetEviction(key types.NamespacedName, uid types.UID) (changed, cancelled bool) {
 	changed = m.failed.forget(key)
 	changed = m.countdowns.forgetPod(key) || changed
 	// CancelWork says false both for nothing scheduled and for a running
 	// attempt it withdrew, which is a change: GetWorker tells them apart.
-	// Either way nothing follows: the status and the budget's slot go now.
+	// Either way nothing follows: the status and the budget's place go now.
 	// (A withdrawn attempt that returns forgets them too; one that panics
 	// or calls runtime.Goexit is reported to no hook.)
 	found := false
