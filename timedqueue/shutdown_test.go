@@ -113,9 +113,13 @@ func TestShutdownFromTwoWorkFuncs(t *testing.T) {
 			return nil
 		}, timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()))
 		require.NoError(t, err)
-		require.True(t, q.AddWork("other", t0, t0))
-		require.True(t, q.AddWork("a", t0, t0))
-		require.True(t, q.AddWork("b", t0, t0))
+		// Due together, after all three are added: a work func that started
+		// at once could shut the queue down before the next AddWork.
+		fire := t0.Add(time.Second)
+		require.True(t, q.AddWork("other", t0, fire))
+		require.True(t, q.AddWork("a", t0, fire))
+		require.True(t, q.AddWork("b", t0, fire))
+		clk.Step(time.Second)
 		synctest.Wait()
 		assertBlocked(t, shut, "Shutdown from a work func")
 		close(release)

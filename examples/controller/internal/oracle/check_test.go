@@ -220,6 +220,29 @@ func TestCheck(t *testing.T) {
 			wantViol:  []string{"never early"},
 			wantEvict: 1,
 		},
+		"another's delete just before the pod was recreated under its name": {
+			// The test deletes the first pod (no precondition) and creates
+			// another under the name half a second later; the controller
+			// deletes the new one when it is due.
+			tol:      ptrSeconds(5),
+			requests: []Request{{AuditID: "t1", Kind: PodDelete, Namespace: "ns", Name: "p", UserAgent: "test", User: "admin", Received: at(time.Second), Completed: at(time.Second + 10*time.Millisecond), Code: 200}},
+			extra: func(in *input) {
+				first := in.pods[uid][0].pod
+				gone := first.DeepCopy()
+				in.pods[uid] = append(in.pods[uid], podObs{at: at(time.Second + 20*time.Millisecond), pod: gone, deleted: true})
+				second := first.DeepCopy()
+				second.UID = "uid-2"
+				second.Status.Conditions[0].LastTransitionTime = metav1.Time{Time: at(time.Second)}
+				in.pods["uid-2"] = []podObs{{at: at(1500 * time.Millisecond), pod: second}}
+				d := del("d2", 6*time.Second, 200)
+				d.UID = "uid-2"
+				in.requests = append(in.requests, d)
+				deleted2 := second.DeepCopy()
+				deleted2.DeletionTimestamp = &metav1.Time{Time: at(6 * time.Second)}
+				in.pods["uid-2"] = append(in.pods["uid-2"], podObs{at: at(6060 * time.Millisecond), pod: deleted2})
+			},
+			wantEvict: 1,
+		},
 		"an unattributed write": {
 			requests: []Request{func() Request { r := del("d1", time.Second, 200); r.Identity, r.UserAgent = "", "curl/8"; return r }()},
 			extra:    func(in *input) { deleted(in, time.Second, 200) },
