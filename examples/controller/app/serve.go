@@ -46,7 +46,6 @@ func listen(o Options, log logr.Logger, reg *prometheus.Registry, watchdog *lead
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		mux.Handle(DebugEvictionsPath, evictions)
 		var handler http.Handler = mux
-		s.metrics = &http.Server{ReadHeaderTimeout: 10 * time.Second}
 		if o.MetricsSecure {
 			if filter == nil {
 				return nil, errors.New("app: --metrics-secure needs an authenticating filter")
@@ -54,16 +53,10 @@ func listen(o Options, log logr.Logger, reg *prometheus.Registry, watchdog *lead
 			if handler, err = filter(log.WithName("metrics-auth"), mux); err != nil {
 				return nil, fmt.Errorf("app: metrics server: %w", err)
 			}
-			if s.metrics.TLSConfig, s.watchCert, err = servingTLS(o); err != nil {
-				return nil, err
-			}
 		}
-		s.metrics.Handler = handler
+		s.metrics = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 		if s.metricsL, err = net.Listen("tcp", o.MetricsBindAddress); err != nil {
 			return nil, fmt.Errorf("app: metrics server: %w", err)
-		}
-		if o.MetricsSecure {
-			s.metricsL = tls.NewListener(s.metricsL, s.metrics.TLSConfig)
 		}
 	}
 	if o.HealthProbeBindAddress != "0" {
@@ -94,6 +87,19 @@ func listen(o Options, log logr.Logger, reg *prometheus.Registry, watchdog *lead
 			fmt.Fprintln(w, "ok")
 		})
 		s.health = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
+	if s.metrics != nil && o.MetricsSecure {
+		// Last: a certificate watcher holds a file watch until serve's
+		// shutdown stops it, and nothing after this can fail.
+		if s.metrics.TLSConfig, s.watchCert, err = servingTLS(o); err != nil {
+			for _, l := range []net.Listener{s.metricsL, s.healthL} {
+				if l != nil {
+					l.Close()
+				}
+			}
+			return nil, err
+		}
+		s.metricsL = tls.NewListener(s.metricsL, s.metrics.TLSConfig)
 	}
 	return s, nil
 }
