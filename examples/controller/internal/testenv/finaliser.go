@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -23,6 +25,8 @@ import (
 type PodFinaliser struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	// retries are the deletions being retried after the server was away.
+	retries sync.WaitGroup
 
 	mu  sync.Mutex
 	err error // the first failed deletion
@@ -63,11 +67,59 @@ func StartPodFinaliser(ctx context.Context, c kubernetes.Interface, namespace st
 }
 
 func (f *PodFinaliser) delete(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) {
+	err := deleteNow(ctx, c, pod)
+	if unreachable(err) {
+		// The server is away (restarted, say): a kubelet tries again until
+		// it answers, and so does this, off the informer's goroutine.
+		f.retries.Add(1)
+		go func() {
+			defer f.retries.Done()
+			f.retry(ctx, c, pod)
+		}()
+		return
+	}
+	f.record(ctx, pod, err)
+}
+
+// retryInterval is how often a deletion is tried again while the server is
+// away.
+const retryInterval = 200 * time.Millisecond
+
+func (f *PodFinaliser) retry(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retryInterval):
+		}
+		if err := deleteNow(ctx, c, pod); !unreachable(err) {
+			f.record(ctx, pod, err)
+			return
+		}
+	}
+}
+
+func deleteNow(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) error {
 	zero := int64(0)
-	err := c.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+	return c.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &zero,
 		Preconditions:      metav1.NewUIDPreconditions(string(pod.UID)),
 	})
+}
+
+// unreachable tells a failure of the server's absence (refused connection,
+// a server shutting down or not yet serving) from an answer.
+func unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
+		apierrors.IsInternalError(err)
+}
+
+// record keeps err as the first failure, unless it is an outcome wanted.
+func (f *PodFinaliser) record(ctx context.Context, pod *corev1.Pod, err error) {
 	// Gone already, or replaced by a pod of the same name (a UID conflict):
 	// both are the outcome wanted. A deletion cut short by Stop is no failure.
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || ctx.Err() != nil {
@@ -86,6 +138,7 @@ func (f *PodFinaliser) delete(ctx context.Context, c kubernetes.Interface, pod *
 func (f *PodFinaliser) Stop() error {
 	f.cancel()
 	<-f.done
+	f.retries.Wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.err
