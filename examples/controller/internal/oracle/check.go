@@ -46,6 +46,7 @@ type Eviction struct {
 	Deleted         time.Time // when the server answered the write that set deletionTimestamp
 	Identity        string    // the replica that wrote it
 	Fault           string    // the fault window the deadline fell in, if any
+	Refused         int       // the controller's evictions of it a disruption budget refused (429)
 }
 
 // Late is how long after it was due the pod was removed (negative when
@@ -320,6 +321,18 @@ func dueAround(segs []segment, t time.Time) bool {
 	return false
 }
 
+// refused counts the controller's evictions of the pod that a disruption
+// budget refused.
+func refused(l *podLife) int {
+	n := 0
+	for _, w := range l.writes {
+		if w.Kind == PodEvict && w.Code == 429 {
+			n++
+		}
+	}
+	return n
+}
+
 // checkLost checks that the pod, whenever it stayed due, got its
 // deletionTimestamp in time, and records the controller's evictions.
 func checkLost(in input, l *podLife, rep *Report, fail func(string, ...any)) {
@@ -335,7 +348,7 @@ func checkLost(in input, l *podLife, rep *Report, fail func(string, ...any)) {
 			for i := len(l.segs) - 1; i >= 0; i-- {
 				if c := l.segs[i].c; !c.at.IsZero() {
 					rep.Evictions = append(rep.Evictions, Eviction{Namespace: l.namespace, Name: l.name, UID: l.uid,
-						Deadline: c.at, DueSince: c.at, Deleted: l.deletion, Identity: l.deleter})
+						Deadline: c.at, DueSince: c.at, Deleted: l.deletion, Identity: l.deleter, Refused: refused(l)})
 					return
 				}
 			}
@@ -374,6 +387,7 @@ func checkLost(in input, l *podLife, rep *Report, fail func(string, ...any)) {
 				rep.Evictions = append(rep.Evictions, Eviction{
 					Namespace: l.namespace, Name: l.name, UID: l.uid,
 					Deadline: s.c.at, DueSince: dueSince, Deleted: l.deletion, Identity: l.deleter, Fault: fault,
+					Refused: refused(l),
 				})
 			}
 			return

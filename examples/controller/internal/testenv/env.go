@@ -52,8 +52,9 @@ type Env struct {
 	apiserverBin  string
 	apiserverArgs []string
 
-	mu        sync.Mutex // guards apiserver
+	mu        sync.Mutex // guards apiserver and witness
 	apiserver *process
+	witness   *process // see StartWitness
 
 	stopOnce sync.Once
 	stopErr  error
@@ -291,9 +292,9 @@ func (e *Env) Stop() error {
 	e.stopOnce.Do(func() {
 		var errs []error
 		e.mu.Lock()
-		apiserver := e.apiserver
+		apiserver, witness := e.apiserver, e.witness
 		e.mu.Unlock()
-		for _, p := range []*process{apiserver, e.etcd} {
+		for _, p := range []*process{witness, apiserver, e.etcd} {
 			if p != nil {
 				errs = append(errs, p.stop(stopGrace))
 			}
@@ -309,9 +310,9 @@ func (e *Env) Stop() error {
 // dumpLogs writes the last lines of each server's log to w.
 func (e *Env) dumpLogs(w io.Writer, lines int) {
 	e.mu.Lock()
-	apiserver := e.apiserver
+	apiserver, witness := e.apiserver, e.witness
 	e.mu.Unlock()
-	for _, p := range []*process{e.etcd, apiserver} {
+	for _, p := range []*process{e.etcd, apiserver, witness} {
 		if p != nil {
 			fmt.Fprintf(w, "--- last %d lines of %s:\n%s\n", lines, p.logPath, p.tail(lines))
 		}

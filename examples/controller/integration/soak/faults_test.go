@@ -1,0 +1,244 @@
+package soak_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/taintkit/taintkit/examples/controller/internal/oracle"
+	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
+)
+
+// Fault kinds.
+const (
+	faultLeaderKill = "leader SIGKILL"
+	faultAPIServer  = "API server restart"
+)
+
+// plannedFault is a fault the schedule holds, at an offset from the soak's
+// start.
+type plannedFault struct {
+	kind string
+	at   time.Duration
+}
+
+// schedule plans the faults of a soak of duration d: a leader kill every
+// killEvery and an API server restart every restartEvery, the first of
+// each kind early enough that a short soak has one (at a quarter and at
+// just past half of it), each jittered by up to a sixth of its spacing,
+// none in the last 30 s (the churn's end), and no two within 45 s of each
+// other (the later one moves).
+func schedule(d time.Duration, rng *rand.Rand) []plannedFault {
+	const killEvery, restartEvery, apart = 3 * time.Minute, 10 * time.Minute, 45 * time.Second
+	var plan []plannedFault
+	add := func(kind string, first, every time.Duration) {
+		spread := min(first, every) / 3
+		for at := first; at < d-time.Minute; at += every {
+			jitter := time.Duration(rng.Int64N(int64(spread))) - spread/2
+			plan = append(plan, plannedFault{kind, max(30*time.Second, at+jitter)})
+		}
+	}
+	add(faultLeaderKill, min(killEvery, d/4), killEvery)
+	add(faultAPIServer, min(restartEvery, d*11/20), restartEvery)
+	slices.SortFunc(plan, func(a, b plannedFault) int { return int(a.at - b.at) })
+	for i := 1; i < len(plan); i++ {
+		if plan[i].at < plan[i-1].at+apart {
+			plan[i].at = plan[i-1].at + apart
+		}
+	}
+	return slices.DeleteFunc(plan, func(f plannedFault) bool { return f.at >= d-30*time.Second })
+}
+
+// TestSchedule: whatever the seed, a soak of 3 minutes or more has a leader
+// kill and an API server restart, none in its last 30 s, none within 45 s
+// of another; an hour has a kill every few minutes and a restart every ten.
+func TestSchedule(t *testing.T) {
+	for seed := range uint64(200) {
+		for _, d := range []time.Duration{3 * time.Minute, 5 * time.Minute, 60 * time.Minute} {
+			plan := schedule(d, rand.New(rand.NewPCG(seed, 0)))
+			kinds := map[string]int{}
+			for i, f := range plan {
+				kinds[f.kind]++
+				if f.at >= d-30*time.Second || f.at < 30*time.Second {
+					t.Fatalf("seed %d, %v: %s at %v", seed, d, f.kind, f.at)
+				}
+				if i > 0 && f.at-plan[i-1].at < 45*time.Second {
+					t.Fatalf("seed %d, %v: faults at %v and %v", seed, d, plan[i-1].at, f.at)
+				}
+			}
+			if kinds[faultLeaderKill] == 0 || kinds[faultAPIServer] == 0 {
+				t.Fatalf("seed %d, %v: %v", seed, d, plan)
+			}
+			if d == 60*time.Minute && (kinds[faultLeaderKill] < 15 || kinds[faultAPIServer] != 5) {
+				t.Fatalf("seed %d, an hour: %v", seed, kinds)
+			}
+		}
+	}
+}
+
+// faultRecord is a fault injected and how long the controller took to
+// recover from it.
+type faultRecord struct {
+	kind      string
+	at        time.Time
+	down      time.Duration // the API server's time away (restarts)
+	recovered time.Duration // from the fault to a leader acting again
+	detail    string
+}
+
+// injector injects the planned faults.
+type injector struct {
+	env      *testenv.Env
+	c        kubernetes.Interface
+	sa       *rest.Config
+	ns       string
+	oracle   *oracle.Oracle
+	killable []*replica
+	survivor *replica
+	rng      *rand.Rand
+}
+
+// run injects plan's faults at their offsets from begin until ctx ends,
+// and returns what it did.
+func (in *injector) run(ctx context.Context, begin time.Time, plan []plannedFault, logf func(string, ...any)) []faultRecord {
+	var done []faultRecord
+	for i, f := range plan {
+		select {
+		case <-ctx.Done():
+			return done
+		case <-time.After(time.Until(begin.Add(f.at))):
+		}
+		var rec faultRecord
+		var err error
+		switch f.kind {
+		case faultLeaderKill:
+			rec, err = in.killLeader(ctx)
+		case faultAPIServer:
+			rec, err = in.restartAPIServer(ctx)
+		}
+		if err != nil {
+			logf("fault %d (%s at %v): %v", i+1, f.kind, f.at, err)
+			rec.detail = "failed: " + err.Error()
+		} else {
+			logf("fault %d: %s at %v: recovered in %v %s", i+1, f.kind, rec.at.Sub(begin).Round(time.Second),
+				rec.recovered.Round(time.Millisecond), rec.detail)
+		}
+		done = append(done, rec)
+	}
+	return done
+}
+
+// leaseHolder reads the controller's Lease.
+func (in *injector) lease(ctx context.Context) (*coordinationv1.Lease, error) {
+	return in.c.CoordinationV1().Leases("kube-system").Get(ctx, "taintkit-noexecute", metav1.GetOptions{})
+}
+
+// pollInterval is how often the injector reads the Lease while it waits.
+const pollInterval = 100 * time.Millisecond
+
+// waitLease reads the Lease every pollInterval until cond holds for it (or
+// ctx ends), and returns when it first did.
+func (in *injector) waitLease(ctx context.Context, cond func(*coordinationv1.Lease) bool) (time.Time, error) {
+	for {
+		l, err := in.lease(ctx)
+		if err == nil && cond(l) {
+			return time.Now(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("waiting for the Lease (last error %v): %w", err, ctx.Err())
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// killLeader sends SIGKILL to the replica that holds the Lease, unless it
+// is the survivor, and waits for another to take it.
+func (in *injector) killLeader(ctx context.Context) (faultRecord, error) {
+	rec := faultRecord{kind: faultLeaderKill, at: time.Now()}
+	l, err := in.lease(ctx)
+	if err != nil {
+		return rec, err
+	}
+	holder := ptr.Deref(l.Spec.HolderIdentity, "")
+	if holder == in.survivor.Identity() {
+		rec.detail = "skipped: the survivor leads"
+		return rec, nil
+	}
+	i := slices.IndexFunc(in.killable, func(r *replica) bool { return r.Identity() == holder })
+	if i < 0 {
+		return rec, fmt.Errorf("the Lease's holder %q is no running replica", holder)
+	}
+	victim := in.killable[i]
+	if rec.at, err = victim.kill(); err != nil {
+		return rec, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	next := ""
+	took, err := in.waitLease(wctx, func(l *coordinationv1.Lease) bool {
+		next = ptr.Deref(l.Spec.HolderIdentity, "")
+		return next != "" && next != holder
+	})
+	if err != nil {
+		return rec, err
+	}
+	rec.recovered = took.Sub(rec.at)
+	rec.detail = fmt.Sprintf("(%s killed, %s took the Lease)", holder, next)
+	in.oracle.Fault(fmt.Sprintf("%s %s", faultLeaderKill, rec.at.Format("15:04:05")), rec.at, took)
+	return rec, nil
+}
+
+// restartAPIServer kills the API server, starts it again after 1–5 s, and
+// waits until a leader has written the Lease after the server authorized
+// the controller again.
+func (in *injector) restartAPIServer(ctx context.Context) (faultRecord, error) {
+	rec := faultRecord{kind: faultAPIServer, at: time.Now()}
+	away := time.Duration(1000+in.rng.IntN(4000)) * time.Millisecond
+	if err := in.env.KillAPIServer(); err != nil {
+		return rec, err
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(away):
+	}
+	// Started again even if ctx has ended: the soak's end needs it.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := in.env.StartAPIServer(sctx); err != nil {
+		return rec, err
+	}
+	// Its RBAC authorizer fills its cache after /readyz; until then it
+	// refuses the ServiceAccount.
+	for _, attrs := range []authorizationv1.ResourceAttributes{
+		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system", Name: "taintkit-noexecute"},
+		{Verb: "delete", Resource: "pods", Namespace: in.ns},
+		{Verb: "create", Resource: "pods", Subresource: "eviction", Namespace: in.ns},
+	} {
+		if err := testenv.WaitForAccess(sctx, in.sa, attrs); err != nil {
+			return rec, err
+		}
+	}
+	serving := time.Now()
+	rec.down = serving.Sub(rec.at)
+	leading, err := in.waitLease(sctx, func(l *coordinationv1.Lease) bool {
+		return ptr.Deref(l.Spec.HolderIdentity, "") != "" && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(serving)
+	})
+	if err != nil {
+		return rec, err
+	}
+	rec.recovered = leading.Sub(rec.at)
+	rec.detail = fmt.Sprintf("(away %v, serving the controller again after %v)", away, rec.down.Round(time.Millisecond))
+	in.oracle.Fault(fmt.Sprintf("%s %s", faultAPIServer, rec.at.Format("15:04:05")), rec.at, leading)
+	return rec, nil
+}

@@ -1,0 +1,268 @@
+package soak_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildController builds the controller without -race (the soak measures
+// its memory; the race detector's would swamp it) to a fixed place in the
+// user's cache, one per checkout, overwritten by each run.
+func buildController(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(wd))
+	dir := filepath.Join(cache, "taintkit", "controller-soak-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "controller")
+	begin := time.Now()
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/taintkit/taintkit/examples/controller").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building the controller: %v\n%s", err, out)
+	}
+	t.Logf("built the controller in %v", time.Since(begin).Round(time.Millisecond))
+	return bin
+}
+
+// restartDelay is how long the supervisor waits before it starts a killed
+// replica again (a kubelet restarts a container at once the first time).
+const restartDelay = time.Second
+
+// replica is one replica of the controller binary under a supervisor that
+// starts it again each time it exits, with a new identity (the binary makes
+// one per process), until stop. Each run's stderr goes to a file of its own.
+type replica struct {
+	name string
+	bin  string
+	args []string
+	dir  string
+
+	mu       sync.Mutex
+	run      int
+	cmd      *exec.Cmd
+	identity string // the current run's, once it waits for the lease
+	metrics  string // host:port of the current run's metrics server
+	exits    []replicaExit
+	started  chan struct{} // closed once the current run waits for the lease
+	stopping bool
+	done     chan struct{} // closed when the supervisor has returned
+}
+
+// replicaExit is a run that ended.
+type replicaExit struct {
+	identity string
+	at       time.Time
+	state    string // "exit status 1", "signal: killed", …
+}
+
+// errStopping is start's refusal once stop has begun.
+var errStopping = errors.New("stopping")
+
+var (
+	servingLine = regexp.MustCompile(`"Serving".* server="([^"]+)" address="([^"]+)"`)
+	waitingLine = regexp.MustCompile(`"Waiting for the lease".* identity="([^"]+)"`)
+)
+
+// startReplica starts the supervisor and returns once the first run waits
+// for the lease, or ctx ends.
+func startReplica(ctx context.Context, name, bin, dir string, args ...string) (*replica, error) {
+	r := &replica{name: name, bin: bin, args: args, dir: dir, done: make(chan struct{})}
+	first, err := r.start()
+	if err != nil {
+		return nil, err
+	}
+	go r.supervise(first)
+	select {
+	case <-r.currentStarted():
+		return r, nil
+	case <-ctx.Done():
+		r.stop(5 * time.Second)
+		return nil, fmt.Errorf("%s: not waiting for the lease: %w", name, ctx.Err())
+	}
+}
+
+// start starts one run and returns a channel closed when it has exited.
+func (r *replica) start() (<-chan error, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopping {
+		return nil, errStopping
+	}
+	r.run++
+	r.identity, r.metrics = "", ""
+	r.started = make(chan struct{})
+	logFile, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("%s-%d.log", r.name, r.run)))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(r.bin, r.args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	cmd.Stdout = logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	r.cmd = cmd
+	exited := make(chan error, 1)
+	started := r.started
+	go func() {
+		r.scan(stderr, logFile, started)
+		logFile.Close()
+		exited <- cmd.Wait()
+	}()
+	return exited, nil
+}
+
+// scan copies the run's stderr to w and picks out its metrics address and
+// its identity.
+func (r *replica) scan(rd io.Reader, w io.Writer, started chan struct{}) {
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	closed := false
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(w, line)
+		if closed {
+			continue
+		}
+		r.mu.Lock()
+		if m := servingLine.FindStringSubmatch(line); m != nil && m[1] == "metrics" {
+			r.metrics = m[2]
+		}
+		if m := waitingLine.FindStringSubmatch(line); m != nil {
+			r.identity = m[1]
+		}
+		if r.metrics != "" && r.identity != "" {
+			close(started)
+			closed = true
+		}
+		r.mu.Unlock()
+	}
+	_, _ = io.Copy(w, rd)
+}
+
+// supervise waits for each run to exit and starts the next, until stop.
+func (r *replica) supervise(exited <-chan error) {
+	defer close(r.done)
+	for {
+		err := <-exited
+		r.mu.Lock()
+		state := "exit status 0"
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			state = ee.ProcessState.String()
+		}
+		r.exits = append(r.exits, replicaExit{identity: r.identity, at: time.Now(), state: state})
+		stopping := r.stopping
+		r.mu.Unlock()
+		if stopping {
+			return
+		}
+		time.Sleep(restartDelay)
+		var startErr error
+		if exited, startErr = r.start(); errors.Is(startErr, errStopping) {
+			return
+		} else if startErr != nil {
+			r.mu.Lock()
+			r.exits = append(r.exits, replicaExit{at: time.Now(), state: "not started: " + startErr.Error()})
+			r.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (r *replica) currentStarted() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started
+}
+
+// Identity is the current run's identity ("" until it waits for the lease).
+func (r *replica) Identity() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.identity
+}
+
+// Pid is the current run's process ID.
+func (r *replica) Pid() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cmd.Process.Pid
+}
+
+// MetricsAddr is the current run's metrics server, host:port.
+func (r *replica) MetricsAddr() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.metrics
+}
+
+// Runs is how many runs the supervisor started.
+func (r *replica) Runs() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.run
+}
+
+// Exits are the runs that ended.
+func (r *replica) Exits() []replicaExit {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]replicaExit(nil), r.exits...)
+}
+
+// kill sends SIGKILL to the current run, as an OOM kill or a node's loss
+// would end it, and returns when.
+func (r *replica) kill() (time.Time, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return time.Time{}, fmt.Errorf("%s: SIGKILL: %w", r.name, err)
+	}
+	return time.Now(), nil
+}
+
+// stop ends the supervisor: SIGTERM to the current run, SIGKILL after
+// grace. It reports whether the run exited within grace.
+func (r *replica) stop(grace time.Duration) bool {
+	r.mu.Lock()
+	r.stopping = true
+	cmd := r.cmd
+	r.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.done:
+		return true
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-r.done
+		return false
+	}
+}

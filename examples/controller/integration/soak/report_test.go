@@ -1,0 +1,167 @@
+package soak_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/taintkit/taintkit/examples/controller/internal/oracle"
+)
+
+// result is what a soak did and measured.
+type result struct {
+	cfg             soakConfig
+	begin           time.Time
+	applied, failed map[string]int
+	lastErr         map[string]string
+	faults          []faultRecord
+	samples         []sample
+	report          *oracle.Report
+	replicas        []replicaSummary
+	standWrites     int
+}
+
+type replicaSummary struct {
+	name  string
+	runs  int
+	exits []replicaExit
+}
+
+// leakMeasures are the survivor's measures the leak check compares.
+var leakMeasures = []struct {
+	name string
+	f    func(sample) float64
+}{
+	{"RSS (MiB)", func(s sample) float64 { return float64(s.rss) / (1 << 20) }},
+	{"goroutines", func(s sample) float64 { return float64(s.goroutines) }},
+	{"open file descriptors", func(s sample) float64 { return float64(s.fds) }},
+}
+
+// String is the report, in Markdown (the README quotes it).
+func (r result) String() string {
+	var b strings.Builder
+	api := "DELETE"
+	if r.cfg.evictionAPI {
+		api = "the Eviction API (--use-eviction-api, --eviction-fallback-after=30s)"
+	}
+	fmt.Fprintf(&b, "Soak of %v, seed %d: %d pods on %d nodes, evictions through %s.\n\n",
+		r.cfg.duration, r.cfg.seed, r.cfg.pods, r.cfg.nodes, api)
+
+	b.WriteString("| operation | applied | failed |\n|---|---:|---:|\n")
+	ops := slices.Sorted(func(yield func(string) bool) {
+		for k := range r.applied {
+			if !yield(k) {
+				return
+			}
+		}
+		for k := range r.failed {
+			if _, ok := r.applied[k]; !ok && !yield(k) {
+				return
+			}
+		}
+	})
+	total := 0
+	for _, op := range ops {
+		fmt.Fprintf(&b, "| %s | %d | %d |\n", op, r.applied[op], r.failed[op])
+		total += r.applied[op]
+	}
+	fmt.Fprintf(&b, "| **all** | **%d** | |\n\n", total)
+	for _, op := range ops {
+		if e := r.lastErr[op]; e != "" {
+			fmt.Fprintf(&b, "- last failure of %s: %s\n", op, e)
+		}
+	}
+	fmt.Fprintf(&b, "- disruption budget status writes by the stand-in: %d\n\n", r.standWrites)
+
+	rep := r.report
+	var all, calm []time.Duration
+	refused, faulted := 0, 0
+	for _, e := range rep.Evictions {
+		all = append(all, e.Late())
+		switch {
+		case e.Refused > 0:
+			refused++
+		case e.Fault != "":
+			faulted++
+		default:
+			calm = append(calm, e.Late())
+		}
+	}
+	fmt.Fprintf(&b, "Oracle: **%d invariant violations**; %d pods evicted by the controller (%d after a budget refused them, %d due during a fault); its pod writes %v; %d held by a budget (429) at their bound",
+		len(rep.Violations), len(rep.Evictions), refused, faulted, rep.Writes, len(rep.Held))
+	if len(rep.Excused) > 0 {
+		fmt.Fprintf(&b, "; %d given up (excused)", len(rep.Excused))
+	}
+	b.WriteString(".\n\n")
+	b.WriteString("Deletion after the pod was due (its deadline, or when the state that made it due was seen):\n\n")
+	b.WriteString("| evictions | n | p50 | p99 | max |\n|---|---:|---:|---:|---:|\n")
+	for _, row := range []struct {
+		name string
+		d    []time.Duration
+	}{{"all", all}, {"neither refused by a budget nor due during a fault", calm}} {
+		if n := len(row.d); n > 0 {
+			slices.Sort(row.d)
+			fmt.Fprintf(&b, "| %s | %d | %v | %v | %v |\n", row.name, n, ms(row.d[n/2]), ms(row.d[n*99/100]), ms(row.d[n-1]))
+		}
+	}
+	b.WriteString("\n")
+
+	b.WriteString("| fault | at | recovered in | |\n|---|---:|---:|---|\n")
+	rec := map[string][]time.Duration{}
+	for _, f := range r.faults {
+		fmt.Fprintf(&b, "| %s | %v | %v | %s |\n", f.kind, f.at.Sub(r.begin).Round(time.Second), ms(f.recovered), f.detail)
+		if f.recovered > 0 {
+			rec[f.kind] = append(rec[f.kind], f.recovered)
+		}
+	}
+	b.WriteString("\n")
+	for _, kind := range slices.Sorted(func(yield func(string) bool) {
+		for k := range rec {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		d := rec[kind]
+		slices.Sort(d)
+		fmt.Fprintf(&b, "- %s: %d, recovery (to a leader writing the Lease again) min %v, median %v, max %v\n",
+			kind, len(d), ms(d[0]), ms(d[len(d)/2]), ms(d[len(d)-1]))
+	}
+	for _, rs := range r.replicas {
+		fmt.Fprintf(&b, "- replica %s: %d runs", rs.name, rs.runs)
+		for _, e := range rs.exits {
+			fmt.Fprintf(&b, "; %s %s at %v", e.identity, e.state, e.at.Sub(r.begin).Round(time.Second))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+
+	if len(r.samples) > 0 {
+		b.WriteString("The survivor (never killed), sampled every 10 s (mean of 30 s):\n\n| measure |")
+		from := leakBaseline(r.cfg.duration)
+		points := []time.Duration{from, r.samples[len(r.samples)-1].at - leakWindow}
+		for _, p := range points {
+			fmt.Fprintf(&b, " at %v |", (p + leakWindow).Round(time.Minute))
+		}
+		b.WriteString(" growth |\n|---|---:|---:|---:|\n")
+		for _, m := range append(leakMeasures, struct {
+			name string
+			f    func(sample) float64
+		}{"pods (population)", func(s sample) float64 { return float64(s.pods) }}) {
+			base, last, ok := growth(r.samples, from, leakWindow, m.f)
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %+.1f%% |\n", m.name, base, last, (last/base-1)*100)
+		}
+	}
+	return b.String()
+}
+
+func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+// leakBaseline is when the leak comparison's first end is taken: at 5
+// minutes, or half-way through a shorter soak (whose figures are shown but
+// not checked).
+func leakBaseline(d time.Duration) time.Duration { return min(leakFrom, d/2) }

@@ -1,0 +1,292 @@
+// Package soak_test runs the controller's binary for as long as asked
+// against a real kube-apiserver and etcd (testenv.ForTest) under a seeded
+// stream of the changes a large cluster makes — taints added, removed and
+// flapped, tolerations added, pods created, deleted and recreated under the
+// same names around a steady population, nodes deleted and recreated,
+// disruption budgets changed — with faults mixed in: the leader SIGKILLed
+// every few minutes (a supervisor starts it again) and the API server
+// restarted every ten. The oracle (internal/oracle) checks the whole run
+// from the server's audit log and its own watch: never early, never lost,
+// never twice, one writer. A replica that is never killed is sampled every
+// 10 s for leaks.
+//
+// TestSoak runs only when TAINTKIT_SOAK is set to a duration; see
+// hack/soak.sh. It runs on the real clock.
+package soak_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/taintkit/taintkit/examples/controller/internal/oracle"
+	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
+)
+
+// soakConfig is what the environment asks for.
+type soakConfig struct {
+	duration    time.Duration
+	seed        uint64
+	pods, nodes int
+	evictionAPI bool
+	report      string // a file for the report, if not empty
+}
+
+func configFromEnv(t *testing.T) soakConfig {
+	d := os.Getenv("TAINTKIT_SOAK")
+	if d == "" {
+		t.Skip("TAINTKIT_SOAK is not set: run examples/controller/hack/soak.sh DURATION SEED")
+	}
+	cfg := soakConfig{seed: 1, pods: 200, nodes: 10, evictionAPI: true, report: os.Getenv("TAINTKIT_SOAK_REPORT")}
+	var err error
+	if cfg.duration, err = time.ParseDuration(d); err != nil || cfg.duration < 3*time.Minute {
+		t.Fatalf("TAINTKIT_SOAK=%q: want a duration of 3m or more (%v)", d, err)
+	}
+	if s := os.Getenv("TAINTKIT_SOAK_SEED"); s != "" {
+		if cfg.seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("TAINTKIT_SOAK_SEED=%q: %v", s, err)
+		}
+	}
+	for env, p := range map[string]*int{"TAINTKIT_SOAK_PODS": &cfg.pods, "TAINTKIT_SOAK_NODES": &cfg.nodes} {
+		if s := os.Getenv(env); s != "" {
+			if *p, err = strconv.Atoi(s); err != nil || *p < 1 {
+				t.Fatalf("%s=%q: want a positive number", env, s)
+			}
+		}
+	}
+	if s := os.Getenv("TAINTKIT_SOAK_EVICTION_API"); s != "" {
+		if cfg.evictionAPI, err = strconv.ParseBool(s); err != nil {
+			t.Fatalf("TAINTKIT_SOAK_EVICTION_API=%q: %v", s, err)
+		}
+	}
+	return cfg
+}
+
+// Leader election: the killable replicas take over within seconds; the
+// survivor asks for the Lease only every 7 minutes (and would hold it for
+// 10), so it stays a standby — it becomes the leader only if one of its rare
+// attempts falls in the second between a kill's lease expiry and the other
+// replica's next attempt, and then it leads to the end (and the kills after
+// it are skipped).
+var (
+	killableFlags = []string{"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
+	survivorFlags = []string{"--leader-elect-lease-duration=10m", "--leader-elect-renew-deadline=9m", "--leader-elect-retry-period=7m"}
+)
+
+const (
+	ns = "soak"
+	// drain is how long the soak goes on after the churn and the faults
+	// stop, so that what became due at the end is evicted before the check.
+	drain = 30 * time.Second
+	// sampleEvery is the leak sampler's period.
+	sampleEvery = 10 * time.Second
+	// leakFrom is when the leak baseline is taken, and leakWindow how many
+	// samples' mean each end of the comparison is.
+	leakFrom, leakWindow = 5 * time.Minute, 30 * time.Second
+	// leakBound is the growth allowed from leakFrom to the end.
+	leakBound = 1.20
+)
+
+func TestSoak(t *testing.T) {
+	cfg := configFromEnv(t)
+	replay := fmt.Sprintf("examples/controller/hack/soak.sh %v %d", cfg.duration, cfg.seed)
+	t.Logf("soak: %v, seed %d, %d pods on %d nodes, eviction API %v; replay: %s",
+		cfg.duration, cfg.seed, cfg.pods, cfg.nodes, cfg.evictionAPI, replay)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("soak FAILED with seed %d; replay: %s", cfg.seed, replay)
+		}
+	})
+	bin := buildController(t)
+
+	env := testenv.ForTest(t, testenv.Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), cfg.duration+15*time.Minute)
+	defer cancel()
+	c := env.Client()
+	_, err := env.ApplyManifests(ctx, "../../deploy/serviceaccount.yaml", "../../deploy/rbac.yaml",
+		"../../deploy/readers.yaml", "../../deploy/components/eviction-api-permission/rbac.yaml")
+	require.NoError(t, err)
+	sa := env.ImpersonatedConfig("kube-system", "taintkit-noexecute")
+	for _, attrs := range []authorizationv1.ResourceAttributes{
+		{Verb: "watch", Resource: "pods"},
+		{Verb: "delete", Resource: "pods"},
+		{Verb: "create", Resource: "pods", Subresource: "eviction"},
+		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system", Name: "taintkit-noexecute"},
+		{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"},
+		{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"},
+	} {
+		require.NoError(t, testenv.WaitForAccess(ctx, sa, attrs))
+	}
+	dir := t.TempDir()
+	if keep := os.Getenv("TAINTKIT_SOAK_LOGS"); keep != "" {
+		dir = keep
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	require.NoError(t, testenv.WriteKubeconfig(kubeconfig, sa))
+	_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	token := func() (string, error) {
+		return env.ServiceAccountToken(ctx, ns, "scraper", "taintkit-noexecute-metrics-reader")
+	}
+	scrapeToken, err := token()
+	require.NoError(t, err)
+
+	finaliser, err := testenv.StartPodFinaliser(ctx, c, ns)
+	require.NoError(t, err)
+	// The oracle watches through a second API server on the same etcd,
+	// which the restarts leave alone: a pod created and evicted while the
+	// first one was coming back is seen all the same.
+	witnessCfg, err := env.StartWitness(ctx)
+	require.NoError(t, err)
+	witness, err := kubernetes.NewForConfig(witnessCfg)
+	require.NoError(t, err)
+	o, err := oracle.Start(ctx, oracle.Options{Client: witness, AuditLog: env.AuditLogPath(), Namespace: ns})
+	require.NoError(t, err)
+	w, err := watchWorld(ctx, witness, ns)
+	require.NoError(t, err)
+	ch := newChurn(churnConfig{Namespace: ns, Nodes: cfg.nodes, Pods: cfg.pods, Interval: 150 * time.Millisecond}, c, cfg.seed, w)
+	require.NoError(t, ch.setUp(ctx))
+
+	// The replicas: two killable, then the survivor once one of them leads.
+	args := []string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=127.0.0.1:0",
+		"--health-probe-bind-address=127.0.0.1:0", "--shutdown-grace-period=5s", "--leader-elect=true"}
+	if cfg.evictionAPI {
+		args = append(args, "--use-eviction-api", "--eviction-fallback-after=30s")
+	}
+	var killable []*replica
+	for i, name := range []string{"a", "b"} {
+		r, err := startReplica(ctx, name, bin, dir, append(slices.Clone(args), killableFlags...)...)
+		require.NoError(t, err)
+		killable = append(killable, r)
+		if i == 0 {
+			_, err = (&injector{c: c}).waitLease(ctx, func(l *coordinationv1.Lease) bool {
+				return ptr.Deref(l.Spec.HolderIdentity, "") == r.Identity()
+			})
+			require.NoError(t, err)
+		}
+	}
+	survivor, err := startReplica(ctx, "survivor", bin, dir, append(slices.Clone(args), survivorFlags...)...)
+	require.NoError(t, err)
+	survivorPid := survivor.Pid()
+
+	begin := time.Now()
+	runCtx, stopRun := context.WithDeadline(ctx, begin.Add(cfg.duration))
+	defer stopRun()
+	var wg sync.WaitGroup
+	stand := &disruptionStandIn{c: c, world: w}
+	wg.Go(func() { stand.run(runCtx, 500*time.Millisecond) })
+	wg.Go(func() { ch.run(runCtx) })
+	frng := rand.New(rand.NewPCG(cfg.seed+1, cfg.seed^0x5bd1e995))
+	plan := schedule(cfg.duration, frng)
+	in := &injector{env: env, c: c, sa: sa, ns: ns, oracle: o, killable: killable, survivor: survivor, rng: frng}
+	var faults []faultRecord
+	wg.Go(func() { faults = in.run(runCtx, begin, plan, t.Logf) })
+	var samples []sample
+	var sampleErrs []string
+	wg.Go(func() {
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-time.After(sampleEvery):
+			}
+			s := sample{at: time.Since(begin), pods: w.livePods()}
+			var err error
+			if s.rss, s.fds, err = readProc(survivorPid); err == nil {
+				s.goroutines, err = goroutines(runCtx, survivor.MetricsAddr(), scrapeToken)
+				if err == errUnauthorized { // tokens expire after an hour
+					if scrapeToken, err = token(); err == nil {
+						s.goroutines, err = goroutines(runCtx, survivor.MetricsAddr(), scrapeToken)
+					}
+				}
+			}
+			if err != nil {
+				if runCtx.Err() == nil {
+					sampleErrs = append(sampleErrs, fmt.Sprintf("%v: %v", s.at.Round(time.Second), err))
+				}
+				continue
+			}
+			samples = append(samples, s)
+			if len(samples)%30 == 0 {
+				t.Logf("soak: %v: %d pods; survivor RSS %.1f MiB, %d goroutines, %d fds", s.at.Round(time.Second),
+					s.pods, float64(s.rss)/(1<<20), s.goroutines, s.fds)
+			}
+		}
+	})
+	wg.Wait()
+	t.Logf("soak: churn and faults stopped after %v; draining %v", time.Since(begin).Round(time.Second), drain)
+	time.Sleep(drain)
+	for _, r := range append(slices.Clone(killable), survivor) {
+		if !r.stop(20 * time.Second) {
+			t.Errorf("%s did not exit within 20 s of SIGTERM", r.name)
+		}
+	}
+	require.NoError(t, finaliser.Stop(), "the kubelet stand-in failed a deletion")
+	rep, err := o.Check()
+	require.NoError(t, err)
+
+	res := result{cfg: cfg, begin: begin, faults: faults, samples: samples, report: rep, standWrites: stand.Writes()}
+	res.applied, res.failed, res.lastErr = ch.counts()
+	for _, r := range append(slices.Clone(killable), survivor) {
+		res.replicas = append(res.replicas, replicaSummary{name: r.name, runs: r.Runs(), exits: r.Exits()})
+	}
+	text := res.String()
+	t.Log("\n" + text)
+	if cfg.report != "" {
+		require.NoError(t, os.WriteFile(cfg.report, []byte(text), 0o644))
+	}
+
+	// The promises.
+	for _, v := range rep.Violations {
+		t.Errorf("oracle: %s", v)
+	}
+	kinds := map[string]int{}
+	for _, f := range faults {
+		if strings.HasPrefix(f.detail, "failed") {
+			t.Errorf("%s at %s %s", f.kind, f.at.Format(time.RFC3339), f.detail)
+		} else if !strings.HasPrefix(f.detail, "skipped") {
+			kinds[f.kind]++
+		}
+	}
+	if kinds[faultLeaderKill] == 0 || kinds[faultAPIServer] == 0 {
+		t.Errorf("faults injected: %v; want at least one leader kill and one API server restart", kinds)
+	}
+	if n := survivor.Runs(); n != 1 {
+		t.Errorf("the survivor was started %d times (exits %v): the leak samples are not of one process", n, survivor.Exits())
+	}
+	if len(sampleErrs) > 0 {
+		t.Errorf("%d samples failed, e.g. %s", len(sampleErrs), sampleErrs[0])
+	}
+	if len(rep.Evictions) == 0 {
+		t.Error("no pod was evicted: the churn did not exercise the controller")
+	}
+	if cfg.duration >= 2*leakFrom {
+		for _, m := range leakMeasures {
+			base, last, ok := growth(samples, leakFrom, leakWindow, m.f)
+			if !ok {
+				t.Errorf("%s: no samples to compare", m.name)
+			} else if last > base*leakBound {
+				t.Errorf("%s grew from %.1f at %v to %.1f at the end (> %.0f%%)", m.name, base, leakFrom, last, (leakBound-1)*100)
+			}
+		}
+	} else {
+		t.Logf("leak check skipped: a soak of %v has no steady stretch after %v", cfg.duration, leakFrom)
+	}
+}
