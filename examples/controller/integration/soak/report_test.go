@@ -138,11 +138,11 @@ func (r result) String() string {
 	b.WriteString("\n")
 
 	if len(r.samples) > 0 {
-		b.WriteString("The survivor (never killed), sampled every 10 s (mean of 30 s):\n\n| measure |")
+		b.WriteString("The survivor (never killed), sampled every 10 s; the mean of each stretch:\n\n| measure |")
 		from := leakBaseline(r.cfg.duration)
 		points := []time.Duration{from, r.samples[len(r.samples)-1].at - leakWindow}
 		for _, p := range points {
-			fmt.Fprintf(&b, " at %v |", (p + leakWindow).Round(time.Minute))
+			fmt.Fprintf(&b, " %v–%v |", p.Round(time.Second), (p + leakWindow).Round(time.Second))
 		}
 		b.WriteString(" growth |\n|---|---:|---:|---:|\n")
 		for _, m := range append(leakMeasures, struct {
