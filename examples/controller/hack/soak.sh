@@ -10,13 +10,14 @@
 #   SEED      the churn's and the faults' seed (a failed run prints its own)
 #   REPORT    also write the report to this file
 # Environment: TAINTKIT_SOAK_PODS (200), TAINTKIT_SOAK_NODES (10),
+#   TAINTKIT_SOAK_REPLICAS (3; 1 runs the sampled replica alone, leading),
 #   TAINTKIT_SOAK_EVICTION_API (true; false evicts by DELETE),
 #   TAINTKIT_SOAK_LOGS (a directory to keep the replicas' logs in).
 # Needs etcd (Debian's etcd-server) and builds the kube-apiserver once
 # (hack/build-kube-apiserver.sh, ~5 minutes cold).
 set -euo pipefail
 if [ $# -lt 2 ]; then
-	sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 fi
 here="$(cd "$(dirname "$0")/.." && pwd)"

@@ -45,8 +45,12 @@ func (r result) String() string {
 	if r.cfg.evictionAPI {
 		api = "the Eviction API (--use-eviction-api, --eviction-fallback-after=30s)"
 	}
-	fmt.Fprintf(&b, "Soak of %v, seed %d: %d pods on %d nodes, evictions through %s.\n\n",
-		r.cfg.duration, r.cfg.seed, r.cfg.pods, r.cfg.nodes, api)
+	replicas := "three replicas (two killed in turn, the survivor a standby)"
+	if r.cfg.replicas == 1 {
+		replicas = "one replica (the survivor, leading throughout)"
+	}
+	fmt.Fprintf(&b, "Soak of %v, seed %d: %d pods on %d nodes, %s, evictions through %s. Replay: `%s`.\n\n",
+		r.cfg.duration, r.cfg.seed, r.cfg.pods, r.cfg.nodes, replicas, api, r.cfg.replay())
 
 	b.WriteString("| operation | applied | failed |\n|---|---:|---:|\n")
 	ops := slices.Sorted(func(yield func(string) bool) {

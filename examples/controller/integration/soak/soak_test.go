@@ -42,8 +42,10 @@ import (
 // soakConfig is what the environment asks for.
 type soakConfig struct {
 	duration    time.Duration
+	asked       string // the duration as TAINTKIT_SOAK gave it
 	seed        uint64
 	pods, nodes int
+	replicas    int // 3, or 1: the survivor alone, leading
 	evictionAPI bool
 	report      string // a file for the report, if not empty
 }
@@ -53,7 +55,7 @@ func configFromEnv(t *testing.T) soakConfig {
 	if d == "" {
 		t.Skip("TAINTKIT_SOAK is not set: run examples/controller/hack/soak.sh DURATION SEED")
 	}
-	cfg := soakConfig{seed: 1, pods: 200, nodes: 10, evictionAPI: true, report: os.Getenv("TAINTKIT_SOAK_REPORT")}
+	cfg := soakConfig{asked: d, seed: 1, pods: 200, nodes: 10, replicas: 3, evictionAPI: true, report: os.Getenv("TAINTKIT_SOAK_REPORT")}
 	var err error
 	if cfg.duration, err = time.ParseDuration(d); err != nil || cfg.duration < 3*time.Minute {
 		t.Fatalf("TAINTKIT_SOAK=%q: want a duration of 3m or more (%v)", d, err)
@@ -70,12 +72,34 @@ func configFromEnv(t *testing.T) soakConfig {
 			}
 		}
 	}
+	if s := os.Getenv("TAINTKIT_SOAK_REPLICAS"); s != "" {
+		if cfg.replicas, err = strconv.Atoi(s); err != nil || cfg.replicas != 1 && cfg.replicas != 3 {
+			t.Fatalf("TAINTKIT_SOAK_REPLICAS=%q: want 3 (the default) or 1", s)
+		}
+	}
 	if s := os.Getenv("TAINTKIT_SOAK_EVICTION_API"); s != "" {
 		if cfg.evictionAPI, err = strconv.ParseBool(s); err != nil {
 			t.Fatalf("TAINTKIT_SOAK_EVICTION_API=%q: %v", s, err)
 		}
 	}
 	return cfg
+}
+
+// replay is the command that runs the soak again as configured.
+func (cfg soakConfig) replay() string {
+	var env []string
+	for _, kv := range []struct {
+		name      string
+		val, dflt any
+	}{
+		{"TAINTKIT_SOAK_PODS", cfg.pods, 200}, {"TAINTKIT_SOAK_NODES", cfg.nodes, 10},
+		{"TAINTKIT_SOAK_REPLICAS", cfg.replicas, 3}, {"TAINTKIT_SOAK_EVICTION_API", cfg.evictionAPI, true},
+	} {
+		if kv.val != kv.dflt {
+			env = append(env, fmt.Sprintf("%s=%v ", kv.name, kv.val))
+		}
+	}
+	return fmt.Sprintf("%sexamples/controller/hack/soak.sh %s %d", strings.Join(env, ""), cfg.asked, cfg.seed)
 }
 
 // Leader election: the killable replicas take over within seconds; the
@@ -87,6 +111,10 @@ func configFromEnv(t *testing.T) soakConfig {
 var (
 	killableFlags = []string{"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"}
 	survivorFlags = []string{"--leader-elect-lease-duration=10m", "--leader-elect-renew-deadline=9m", "--leader-elect-retry-period=7m"}
+	// soloFlags are the survivor's when it runs alone (TAINTKIT_SOAK_REPLICAS=1)
+	// and leads: a renew deadline longer than an API server restart, so the
+	// restarts do not end its run.
+	soloFlags = []string{"--leader-elect-lease-duration=60s", "--leader-elect-renew-deadline=40s", "--leader-elect-retry-period=2s"}
 )
 
 const (
@@ -105,9 +133,9 @@ const (
 
 func TestSoak(t *testing.T) {
 	cfg := configFromEnv(t)
-	replay := fmt.Sprintf("examples/controller/hack/soak.sh %v %d", cfg.duration, cfg.seed)
-	t.Logf("soak: %v, seed %d, %d pods on %d nodes, eviction API %v; replay: %s",
-		cfg.duration, cfg.seed, cfg.pods, cfg.nodes, cfg.evictionAPI, replay)
+	replay := cfg.replay()
+	t.Logf("soak: %v, seed %d, %d pods on %d nodes, %d replicas, eviction API %v; replay: %s",
+		cfg.duration, cfg.seed, cfg.pods, cfg.nodes, cfg.replicas, cfg.evictionAPI, replay)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("soak FAILED with seed %d; replay: %s", cfg.seed, replay)
@@ -164,14 +192,19 @@ func TestSoak(t *testing.T) {
 	ch := newChurn(churnConfig{Namespace: ns, Nodes: cfg.nodes, Pods: cfg.pods, Interval: 150 * time.Millisecond}, c, cfg.seed, w)
 	require.NoError(t, ch.setUp(ctx))
 
-	// The replicas: two killable, then the survivor once one of them leads.
+	// The replicas: two killable, then the survivor once one of them leads;
+	// or the survivor alone, leading.
 	args := []string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=127.0.0.1:0",
 		"--health-probe-bind-address=127.0.0.1:0", "--shutdown-grace-period=5s", "--leader-elect=true"}
 	if cfg.evictionAPI {
 		args = append(args, "--use-eviction-api", "--eviction-fallback-after=30s")
 	}
 	var killable []*replica
-	for i, name := range []string{"a", "b"} {
+	names, sFlags := []string{"a", "b"}, survivorFlags
+	if cfg.replicas == 1 {
+		names, sFlags = nil, soloFlags
+	}
+	for i, name := range names {
 		r, err := startReplica(ctx, name, bin, dir, append(slices.Clone(args), killableFlags...)...)
 		require.NoError(t, err)
 		killable = append(killable, r)
@@ -182,9 +215,15 @@ func TestSoak(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	survivor, err := startReplica(ctx, "survivor", bin, dir, append(slices.Clone(args), survivorFlags...)...)
+	survivor, err := startReplica(ctx, "survivor", bin, dir, append(slices.Clone(args), sFlags...)...)
 	require.NoError(t, err)
 	survivorPid := survivor.Pid()
+	if cfg.replicas == 1 {
+		_, err = (&injector{c: c}).waitLease(ctx, func(l *coordinationv1.Lease) bool {
+			return ptr.Deref(l.Spec.HolderIdentity, "") == survivor.Identity()
+		})
+		require.NoError(t, err)
+	}
 
 	begin := time.Now()
 	runCtx, stopRun := context.WithDeadline(ctx, begin.Add(cfg.duration))
@@ -195,6 +234,9 @@ func TestSoak(t *testing.T) {
 	wg.Go(func() { ch.run(runCtx) })
 	frng := rand.New(rand.NewPCG(cfg.seed+1, cfg.seed^0x5bd1e995))
 	plan := schedule(cfg.duration, frng)
+	if cfg.replicas == 1 { // no one to take over: the API server restarts only
+		plan = slices.DeleteFunc(plan, func(f plannedFault) bool { return f.kind == faultLeaderKill })
+	}
 	in := &injector{env: env, c: c, sa: sa, ns: ns, oracle: o, killable: killable, survivor: survivor, rng: frng}
 	var faults []faultRecord
 	wg.Go(func() { faults = in.run(runCtx, begin, plan, t.Logf) })
@@ -265,7 +307,7 @@ func TestSoak(t *testing.T) {
 			kinds[f.kind]++
 		}
 	}
-	if kinds[faultLeaderKill] == 0 || kinds[faultAPIServer] == 0 {
+	if kinds[faultLeaderKill] == 0 && cfg.replicas > 1 || kinds[faultAPIServer] == 0 {
 		t.Errorf("faults injected: %v; want at least one leader kill and one API server restart", kinds)
 	}
 	if n := survivor.Runs(); n != 1 {
