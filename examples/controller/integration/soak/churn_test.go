@@ -2,7 +2,9 @@ package soak_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -79,18 +81,29 @@ type churn struct {
 	rng   *rand.Rand
 	world *world
 
-	mu      sync.Mutex
-	applied map[string]int
-	failed  map[string]int
-	lastErr map[string]string
-	absent  map[string]bool // nodes deleted and not yet created again
-	delayed sync.WaitGroup
+	mu       sync.Mutex
+	applied  map[string]int
+	raced    map[string]int // found its object gone or replaced meanwhile
+	failures []opFailure
+	absent   map[string]bool // nodes deleted and not yet created again
+	delayed  sync.WaitGroup
 }
+
+type opFailure struct {
+	op  string
+	at  time.Time
+	err error
+}
+
+// errRaced marks an operation that found its object gone, replaced or
+// taken meanwhile (by the controller, or by the churn itself): no failure,
+// and nothing applied.
+var errRaced = errors.New("raced")
 
 func newChurn(cfg churnConfig, c kubernetes.Interface, seed uint64, w *world) *churn {
 	return &churn{
 		cfg: cfg, c: c, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), world: w,
-		applied: map[string]int{}, failed: map[string]int{}, lastErr: map[string]string{}, absent: map[string]bool{},
+		applied: map[string]int{}, raced: map[string]int{}, absent: map[string]bool{},
 	}
 }
 
@@ -149,15 +162,18 @@ func (ch *churn) run(ctx context.Context) {
 			}
 		}
 		applied, err := ch.apply(ctx, op)
-		ch.mu.Lock()
 		switch {
+		case errors.Is(err, errRaced):
+			ch.mu.Lock()
+			ch.raced[op]++
+			ch.mu.Unlock()
 		case err != nil && ctx.Err() == nil:
-			ch.failed[op]++
-			ch.lastErr[op] = err.Error()
-		case applied:
+			ch.fail(op, err)
+		case err == nil && applied:
+			ch.mu.Lock()
 			ch.applied[op]++
+			ch.mu.Unlock()
 		}
-		ch.mu.Unlock()
 	}
 }
 
@@ -234,7 +250,7 @@ func (ch *churn) apply(ctx context.Context, op string) (bool, error) {
 				return err
 			}
 			if cur.UID != pod.UID || cur.DeletionTimestamp != nil {
-				return nil
+				return errRaced
 			}
 			// The API allows only additions to a pod's tolerations.
 			cur.Spec.Tolerations = append(cur.Spec.Tolerations, *tol)
@@ -273,12 +289,14 @@ func (ch *churn) apply(ctx context.Context, op string) (bool, error) {
 			// every node present.
 			bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
+			var err error
 			for bg.Err() == nil {
-				if _, err := testenv.CreateNode(bg, ch.c, node, taints...); err == nil || apierrors.IsAlreadyExists(err) {
+				if _, err = testenv.CreateNode(bg, ch.c, node, taints...); err == nil || apierrors.IsAlreadyExists(err) {
 					return
 				}
 				time.Sleep(500 * time.Millisecond)
 			}
+			ch.fail(opNodeRecreate, fmt.Errorf("node %s not created again within a minute: %w", node, err))
 		}()
 		return true, nil
 	case opPDBChange:
@@ -315,7 +333,7 @@ func (ch *churn) createPod(ctx context.Context, name string) error {
 	pod.Labels = map[string]string{"group": groups[ch.rng.IntN(len(groups))]}
 	if _, err := testenv.CreateBoundPod(ctx, ch.c, pod, node); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return nil // the world's view lagged: the name was taken
+			return errRaced // the world's view lagged: the name was taken
 		}
 		return ignoreGone(err)
 	}
@@ -396,26 +414,66 @@ func pickPod(ch *churn, pods []*corev1.Pod) (*corev1.Pod, bool) {
 	return pods[ch.rng.IntN(len(pods))], true
 }
 
-// counts returns the operations applied and failed, by kind.
-func (ch *churn) counts() (applied, failed map[string]int, lastErr map[string]string) {
+func (ch *churn) fail(op string, err error) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	return clone(ch.applied), clone(ch.failed), clone(ch.lastErr)
+	ch.failures = append(ch.failures, opFailure{op, time.Now(), err})
 }
 
-func clone[V any](m map[string]V) map[string]V {
-	c := make(map[string]V, len(m))
-	for k, v := range m {
-		c[k] = v
+// opCounts are the churn's operations by kind.
+type opCounts struct {
+	applied, raced   map[string]int
+	failed, inFaults map[string]int // failed outside the faults, and while one was active
+	lastErr          map[string]string
+}
+
+// counts counts the operations; disturbed tells the failures in a fault.
+func (ch *churn) counts(disturbed func(time.Time) bool) opCounts {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	c := opCounts{applied: maps.Clone(ch.applied), raced: maps.Clone(ch.raced),
+		failed: map[string]int{}, inFaults: map[string]int{}, lastErr: map[string]string{}}
+	for _, f := range ch.failures {
+		if disturbed(f.at) {
+			c.inFaults[f.op]++
+			continue
+		}
+		c.failed[f.op]++
+		c.lastErr[f.op] = f.err.Error()
 	}
 	return c
 }
 
-// ignoreGone treats an object gone (or replaced) meanwhile as no failure:
+// total is the number of operations tried and of those that failed outside
+// the faults.
+func (c opCounts) total() (total, failed int) {
+	for _, m := range []map[string]int{c.applied, c.raced, c.failed, c.inFaults} {
+		for _, n := range m {
+			total += n
+		}
+	}
+	for _, n := range c.failed {
+		failed += n
+	}
+	return total, failed
+}
+
+// ops are the kinds of operation that occurred, sorted.
+func (c opCounts) ops() []string {
+	set := map[string]bool{}
+	for _, m := range []map[string]int{c.applied, c.raced, c.failed, c.inFaults} {
+		for k := range m {
+			set[k] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// ignoreGone turns an object gone (or replaced) meanwhile into errRaced:
 // the churn raced the controller or itself.
 func ignoreGone(err error) error {
-	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return errRaced
 	}
 	return err
 }

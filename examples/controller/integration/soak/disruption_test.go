@@ -116,9 +116,10 @@ func ready(p *corev1.Pod) bool {
 	return false
 }
 
-// Writes is how many status writes the stand-in made.
-func (d *disruptionStandIn) Writes() int {
+// result is how many status writes the stand-in made, and its last failed
+// one's error (a conflict with the Eviction API's own write, most often).
+func (d *disruptionStandIn) result() (writes int, lastErr error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.writes
+	return d.writes, d.lastErr
 }

@@ -96,6 +96,20 @@ type faultRecord struct {
 	detail    string
 }
 
+// faultSettle is how long after a fault's recovery its effects (a replica
+// restarting, reviews failing) are still excused.
+const faultSettle = 30 * time.Second
+
+// duringFault reports whether at falls in a fault or its settling time.
+func duringFault(faults []faultRecord, at time.Time) bool {
+	for _, f := range faults {
+		if !at.Before(f.at) && at.Before(f.at.Add(f.recovered+faultSettle)) {
+			return true
+		}
+	}
+	return false
+}
+
 // injector injects the planned faults.
 type injector struct {
 	env      *testenv.Env
@@ -180,10 +194,13 @@ func (in *injector) killLeader(ctx context.Context) (faultRecord, error) {
 		return rec, fmt.Errorf("the Lease's holder %q is no running replica", holder)
 	}
 	victim := in.killable[i]
-	if rec.at, err = victim.kill(); err != nil {
+	killed, err := victim.kill()
+	if err != nil {
 		return rec, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	rec.at = killed
+	// Waited for even if the soak's time runs out meanwhile.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	next := ""
 	took, err := in.waitLease(wctx, func(l *coordinationv1.Lease) bool {

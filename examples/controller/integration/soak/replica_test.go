@@ -118,6 +118,7 @@ func (r *replica) start() (<-chan error, error) {
 		return nil, err
 	}
 	cmd := exec.Command(r.bin, r.args...)
+	cmd.SysProcAttr = sysProcAttr()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		logFile.Close()

@@ -11,15 +11,15 @@ import (
 
 // result is what a soak did and measured.
 type result struct {
-	cfg             soakConfig
-	begin           time.Time
-	applied, failed map[string]int
-	lastErr         map[string]string
-	faults          []faultRecord
-	samples         []sample
-	report          *oracle.Report
-	replicas        []replicaSummary
-	standWrites     int
+	cfg         soakConfig
+	begin       time.Time
+	ops         opCounts
+	standErr    error
+	faults      []faultRecord
+	samples     []sample
+	report      *oracle.Report
+	replicas    []replicaSummary
+	standWrites int
 }
 
 type replicaSummary struct {
@@ -52,31 +52,26 @@ func (r result) String() string {
 	fmt.Fprintf(&b, "Soak of %v, seed %d: %d pods on %d nodes, %s, evictions through %s. Replay: `%s`.\n\n",
 		r.cfg.duration, r.cfg.seed, r.cfg.pods, r.cfg.nodes, replicas, api, r.cfg.replay())
 
-	b.WriteString("| operation | applied | failed |\n|---|---:|---:|\n")
-	ops := slices.Sorted(func(yield func(string) bool) {
-		for k := range r.applied {
-			if !yield(k) {
-				return
-			}
-		}
-		for k := range r.failed {
-			if _, ok := r.applied[k]; !ok && !yield(k) {
-				return
-			}
-		}
-	})
-	total := 0
-	for _, op := range ops {
-		fmt.Fprintf(&b, "| %s | %d | %d |\n", op, r.applied[op], r.failed[op])
-		total += r.applied[op]
-	}
-	fmt.Fprintf(&b, "| **all** | **%d** | |\n\n", total)
-	for _, op := range ops {
-		if e := r.lastErr[op]; e != "" {
-			fmt.Fprintf(&b, "- last failure of %s: %s\n", op, e)
+	b.WriteString("| operation | applied | raced (object gone or replaced meanwhile) | failed in a fault | failed otherwise |\n|---|---:|---:|---:|---:|\n")
+	sum := [4]int{}
+	for _, op := range r.ops.ops() {
+		row := [4]int{r.ops.applied[op], r.ops.raced[op], r.ops.inFaults[op], r.ops.failed[op]}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d |\n", op, row[0], row[1], row[2], row[3])
+		for i := range row {
+			sum[i] += row[i]
 		}
 	}
-	fmt.Fprintf(&b, "- disruption budget status writes by the stand-in: %d\n\n", r.standWrites)
+	fmt.Fprintf(&b, "| **all** | **%d** | %d | %d | %d |\n\n", sum[0], sum[1], sum[2], sum[3])
+	for _, op := range r.ops.ops() {
+		if e := r.ops.lastErr[op]; e != "" {
+			fmt.Fprintf(&b, "- last failure of %s outside the faults: %s\n", op, e)
+		}
+	}
+	fmt.Fprintf(&b, "- disruption budget status writes by the stand-in: %d", r.standWrites)
+	if r.standErr != nil {
+		fmt.Fprintf(&b, " (its last failed one: %v)", r.standErr)
+	}
+	b.WriteString("\n\n")
 
 	rep := r.report
 	var all, calm []time.Duration
@@ -144,7 +139,7 @@ func (r result) String() string {
 	if len(r.samples) > 0 {
 		b.WriteString("The survivor (never killed), sampled every 10 s; the mean of each stretch:\n\n| measure |")
 		from := leakBaseline(r.cfg.duration)
-		points := []time.Duration{from, r.samples[len(r.samples)-1].at - leakWindow}
+		points := []time.Duration{from, r.cfg.duration - leakWindow}
 		for _, p := range points {
 			fmt.Fprintf(&b, " %v–%v |", p.Round(time.Second), (p + leakWindow).Round(time.Second))
 		}
@@ -153,7 +148,7 @@ func (r result) String() string {
 			name string
 			f    func(sample) float64
 		}{"pods (population)", func(s sample) float64 { return float64(s.pods) }}) {
-			base, last, ok := growth(r.samples, from, leakWindow, m.f)
+			base, last, ok := growth(r.samples, from, r.cfg.duration, leakWindow, m.f)
 			if !ok {
 				continue
 			}

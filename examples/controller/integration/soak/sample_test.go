@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -21,6 +22,85 @@ type sample struct {
 	fds        int
 	goroutines int
 	pods       int // the population then
+}
+
+// sampler samples one process every sampleEvery.
+type sampler struct {
+	pid      int
+	addr     func() string // its metrics server
+	token    string
+	newToken func() (string, error)
+	begin    time.Time
+	world    *world
+	logf     func(string, ...any)
+
+	samples []sample
+	errs    []sampleErr
+}
+
+type sampleErr struct {
+	at  time.Time
+	err error
+}
+
+func (s *sampler) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(sampleEvery):
+		}
+		sm, err := s.sample(ctx)
+		if err != nil {
+			// Once more, 2 s later: a scrape is reviewed by the API server
+			// (TokenReview, SubjectAccessReview), which may be restarting.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+			}
+			if sm, err = s.sample(ctx); err != nil {
+				if ctx.Err() == nil {
+					s.errs = append(s.errs, sampleErr{time.Now(), err})
+				}
+				continue
+			}
+		}
+		s.samples = append(s.samples, sm)
+		if len(s.samples)%30 == 0 {
+			s.logf("soak: %v: %d pods; survivor RSS %.1f MiB, %d goroutines, %d fds", sm.at.Round(time.Second),
+				sm.pods, float64(sm.rss)/(1<<20), sm.goroutines, sm.fds)
+		}
+	}
+}
+
+func (s *sampler) sample(ctx context.Context) (sample, error) {
+	sm := sample{at: time.Since(s.begin), pods: s.world.livePods()}
+	var err error
+	if sm.rss, sm.fds, err = readProc(s.pid); err != nil {
+		return sm, err
+	}
+	sm.goroutines, err = goroutines(ctx, s.addr(), s.token)
+	if errors.Is(err, errUnauthorized) {
+		tok, tokErr := s.newToken()
+		if tokErr != nil {
+			return sm, fmt.Errorf("%w; a new token: %w", err, tokErr)
+		}
+		s.token = tok
+		sm.goroutines, err = goroutines(ctx, s.addr(), s.token)
+	}
+	return sm, err
+}
+
+// failures are the samples that failed twice while no fault was active.
+func (s *sampler) failures(disturbed func(time.Time) bool) []string {
+	var out []string
+	for _, e := range s.errs {
+		if !disturbed(e.at) {
+			out = append(out, fmt.Sprintf("%v: %v", e.at.Sub(s.begin).Round(time.Second), e.err))
+		}
+	}
+	return out
 }
 
 // readProc reads pid's resident set size and open file descriptors.
@@ -55,7 +135,7 @@ var scrapeClient = &http.Client{
 }
 
 // errUnauthorized is a scrape refused for its token (which expires).
-var errUnauthorized = fmt.Errorf("401 Unauthorized")
+var errUnauthorized = errors.New("401 Unauthorized")
 
 // goroutines reads go_goroutines from the metrics server at addr.
 func goroutines(ctx context.Context, addr, token string) (int, error) {
@@ -90,10 +170,10 @@ func goroutines(ctx context.Context, addr, token string) (int, error) {
 }
 
 // growth compares the mean of the samples in [from, from+window) with the
-// mean of the last window's, for one measure.
-func growth(samples []sample, from, window time.Duration, measure func(sample) float64) (base, last float64, ok bool) {
+// mean of those in the window before end, for one measure; ok is false if
+// either has none.
+func growth(samples []sample, from, end, window time.Duration, measure func(sample) float64) (base, last float64, ok bool) {
 	var b, l []float64
-	end := samples[len(samples)-1].at
 	for _, s := range samples {
 		if s.at >= from && s.at < from+window {
 			b = append(b, measure(s))

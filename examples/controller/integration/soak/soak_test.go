@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -170,14 +171,25 @@ func TestSoak(t *testing.T) {
 	require.NoError(t, testenv.WriteKubeconfig(kubeconfig, sa))
 	_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// A ServiceAccount allowed /metrics, and tokens for it that outlive the
+	// soak (a TokenRequest's default is an hour).
+	scrapeToken, err := env.ServiceAccountToken(ctx, ns, "scraper", "taintkit-noexecute-metrics-reader")
+	require.NoError(t, err)
 	token := func() (string, error) {
-		return env.ServiceAccountToken(ctx, ns, "scraper", "taintkit-noexecute-metrics-reader")
+		tr, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "scraper", &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64((cfg.duration + time.Hour) / time.Second))},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return "", err
+		}
+		return tr.Status.Token, nil
 	}
-	scrapeToken, err := token()
+	scrapeToken, err = token()
 	require.NoError(t, err)
 
 	finaliser, err := testenv.StartPodFinaliser(ctx, c, ns)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = finaliser.Stop() }) // on a failure before the end
 	// The oracle watches through a second API server on the same etcd,
 	// which the restarts leave alone: a pod created and evicted while the
 	// first one was coming back is seen all the same.
@@ -187,6 +199,7 @@ func TestSoak(t *testing.T) {
 	require.NoError(t, err)
 	o, err := oracle.Start(ctx, oracle.Options{Client: witness, AuditLog: env.AuditLogPath(), Namespace: ns})
 	require.NoError(t, err)
+	t.Cleanup(o.EndWatch)
 	w, err := watchWorld(ctx, witness, ns)
 	require.NoError(t, err)
 	ch := newChurn(churnConfig{Namespace: ns, Nodes: cfg.nodes, Pods: cfg.pods, Interval: 150 * time.Millisecond}, c, cfg.seed, w)
@@ -207,6 +220,7 @@ func TestSoak(t *testing.T) {
 	for i, name := range names {
 		r, err := startReplica(ctx, name, bin, dir, append(slices.Clone(args), killableFlags...)...)
 		require.NoError(t, err)
+		t.Cleanup(func() { r.stop(20 * time.Second) }) // on a failure before the end
 		killable = append(killable, r)
 		if i == 0 {
 			_, err = (&injector{c: c}).waitLease(ctx, func(l *coordinationv1.Lease) bool {
@@ -217,6 +231,7 @@ func TestSoak(t *testing.T) {
 	}
 	survivor, err := startReplica(ctx, "survivor", bin, dir, append(slices.Clone(args), sFlags...)...)
 	require.NoError(t, err)
+	t.Cleanup(func() { survivor.stop(20 * time.Second) })
 	survivorPid := survivor.Pid()
 	if cfg.replicas == 1 {
 		_, err = (&injector{c: c}).waitLease(ctx, func(l *coordinationv1.Lease) bool {
@@ -228,9 +243,17 @@ func TestSoak(t *testing.T) {
 	begin := time.Now()
 	runCtx, stopRun := context.WithDeadline(ctx, begin.Add(cfg.duration))
 	defer stopRun()
-	var wg sync.WaitGroup
+	// The budgets' stand-in goes on through the drain: the Eviction API
+	// needs it to allow disruptions again.
+	standCtx, stopStand := context.WithCancel(ctx)
+	defer stopStand()
 	stand := &disruptionStandIn{c: c, world: w}
-	wg.Go(func() { stand.run(runCtx, 500*time.Millisecond) })
+	standDone := make(chan struct{})
+	go func() {
+		defer close(standDone)
+		stand.run(standCtx, 500*time.Millisecond)
+	}()
+	var wg sync.WaitGroup
 	wg.Go(func() { ch.run(runCtx) })
 	frng := rand.New(rand.NewPCG(cfg.seed+1, cfg.seed^0x5bd1e995))
 	plan := schedule(cfg.duration, frng)
@@ -240,41 +263,16 @@ func TestSoak(t *testing.T) {
 	in := &injector{env: env, c: c, sa: sa, ns: ns, oracle: o, killable: killable, survivor: survivor, rng: frng}
 	var faults []faultRecord
 	wg.Go(func() { faults = in.run(runCtx, begin, plan, t.Logf) })
-	var samples []sample
-	var sampleErrs []string
-	wg.Go(func() {
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-time.After(sampleEvery):
-			}
-			s := sample{at: time.Since(begin), pods: w.livePods()}
-			var err error
-			if s.rss, s.fds, err = readProc(survivorPid); err == nil {
-				s.goroutines, err = goroutines(runCtx, survivor.MetricsAddr(), scrapeToken)
-				if err == errUnauthorized { // tokens expire after an hour
-					if scrapeToken, err = token(); err == nil {
-						s.goroutines, err = goroutines(runCtx, survivor.MetricsAddr(), scrapeToken)
-					}
-				}
-			}
-			if err != nil {
-				if runCtx.Err() == nil {
-					sampleErrs = append(sampleErrs, fmt.Sprintf("%v: %v", s.at.Round(time.Second), err))
-				}
-				continue
-			}
-			samples = append(samples, s)
-			if len(samples)%30 == 0 {
-				t.Logf("soak: %v: %d pods; survivor RSS %.1f MiB, %d goroutines, %d fds", s.at.Round(time.Second),
-					s.pods, float64(s.rss)/(1<<20), s.goroutines, s.fds)
-			}
-		}
-	})
+	smp := &sampler{pid: survivorPid, addr: survivor.MetricsAddr, token: scrapeToken, newToken: token, begin: begin, world: w, logf: t.Logf}
+	wg.Go(func() { smp.run(runCtx) })
 	wg.Wait()
 	t.Logf("soak: churn and faults stopped after %v; draining %v", time.Since(begin).Round(time.Second), drain)
 	time.Sleep(drain)
+	// The record ends before the replicas stop: a pod falling due while
+	// they shut down is not lost.
+	o.EndWatch()
+	stopStand()
+	<-standDone
 	for _, r := range append(slices.Clone(killable), survivor) {
 		if !r.stop(20 * time.Second) {
 			t.Errorf("%s did not exit within 20 s of SIGTERM", r.name)
@@ -284,8 +282,11 @@ func TestSoak(t *testing.T) {
 	rep, err := o.Check()
 	require.NoError(t, err)
 
-	res := result{cfg: cfg, begin: begin, faults: faults, samples: samples, report: rep, standWrites: stand.Writes()}
-	res.applied, res.failed, res.lastErr = ch.counts()
+	disturbed := func(at time.Time) bool { return duringFault(faults, at) }
+	res := result{cfg: cfg, begin: begin, faults: faults, samples: smp.samples, report: rep}
+	res.standWrites, res.standErr = stand.result()
+	res.ops = ch.counts(disturbed)
+	sampleErrs := smp.failures(disturbed)
 	for _, r := range append(slices.Clone(killable), survivor) {
 		res.replicas = append(res.replicas, replicaSummary{name: r.name, runs: r.Runs(), exits: r.Exits()})
 	}
@@ -314,14 +315,17 @@ func TestSoak(t *testing.T) {
 		t.Errorf("the survivor was started %d times (exits %v): the leak samples are not of one process", n, survivor.Exits())
 	}
 	if len(sampleErrs) > 0 {
-		t.Errorf("%d samples failed, e.g. %s", len(sampleErrs), sampleErrs[0])
+		t.Errorf("%d samples failed outside the faults, e.g. %s", len(sampleErrs), sampleErrs[0])
+	}
+	if total, failed := res.ops.total(); failed*100 > total {
+		t.Errorf("%d of %d churn operations failed outside the faults (more than 1 %%): see the report", failed, total)
 	}
 	if len(rep.Evictions) == 0 {
 		t.Error("no pod was evicted: the churn did not exercise the controller")
 	}
 	if cfg.duration >= 2*leakFrom {
 		for _, m := range leakMeasures {
-			base, last, ok := growth(samples, leakFrom, leakWindow, m.f)
+			base, last, ok := growth(smp.samples, leakFrom, cfg.duration, leakWindow, m.f)
 			if !ok {
 				t.Errorf("%s: no samples to compare", m.name)
 			} else if last > base*leakBound {

@@ -121,18 +121,27 @@ func (o *Oracle) DryRun() {
 	o.dryRun = true
 }
 
+// EndWatch stops the watches now (Check does, if EndWatch was not called):
+// a test that stops its controller before it calls Check ends the record
+// first, so that a pod falling due while the controller shuts down is not
+// taken for lost. The controller's writes after it are still checked
+// against the history up to it.
+func (o *Oracle) EndWatch() {
+	o.stop()
+	<-o.done
+	o.hist.mu.Lock()
+	defer o.hist.mu.Unlock()
+	if o.hist.end.IsZero() {
+		o.hist.end = time.Now()
+	}
+}
+
 // Check stops the watches (at the first call), reads the audit log and
 // returns the checks' report. Call it once the test has waited for what it
 // expects: a pod whose bound is after the watches' end is not checked for
 // being lost.
 func (o *Oracle) Check() (*Report, error) {
-	o.stop()
-	<-o.done
-	o.hist.mu.Lock()
-	if o.hist.end.IsZero() {
-		o.hist.end = time.Now()
-	}
-	o.hist.mu.Unlock()
+	o.EndWatch()
 	requests, err := readAudit(o.opts.AuditLog)
 	if err != nil {
 		return nil, err

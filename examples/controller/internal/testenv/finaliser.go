@@ -82,20 +82,30 @@ func (f *PodFinaliser) delete(ctx context.Context, c kubernetes.Interface, pod *
 }
 
 // retryInterval is how often a deletion is tried again while the server is
-// away.
-const retryInterval = 200 * time.Millisecond
+// away, and retryFor how long at most.
+const (
+	retryInterval = 200 * time.Millisecond
+	retryFor      = 2 * time.Minute
+)
 
 func (f *PodFinaliser) retry(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) {
+	giveUp := time.Now().Add(retryFor)
 	for {
+		var err error
 		select {
 		case <-ctx.Done():
-			return
 		case <-time.After(retryInterval):
+			err = deleteNow(ctx, c, pod)
 		}
-		if err := deleteNow(ctx, c, pod); !unreachable(err) {
-			f.record(ctx, pod, err)
-			return
+		if ctx.Err() != nil {
+			// Stopped while the server was still away: the pod may be left
+			// terminating, which the caller must hear of.
+			err = fmt.Errorf("the server was still away at Stop: %w", context.Cause(ctx))
+		} else if unreachable(err) && time.Now().Before(giveUp) {
+			continue
 		}
+		f.fail(pod, err)
+		return
 	}
 }
 
@@ -114,15 +124,22 @@ func unreachable(err error) bool {
 		return false
 	}
 	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
-		apierrors.IsInternalError(err)
+		apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
 }
 
-// record keeps err as the first failure, unless it is an outcome wanted.
+// record keeps the failure of a first attempt.
 func (f *PodFinaliser) record(ctx context.Context, pod *corev1.Pod, err error) {
-	// Gone already, or replaced by a pod of the same name (a UID conflict):
-	// both are the outcome wanted. A deletion cut short by Stop is no failure.
-	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || ctx.Err() != nil {
+	// A deletion cut short by Stop is no failure: the server answered none.
+	if ctx.Err() != nil {
+		return
+	}
+	f.fail(pod, err)
+}
+
+// fail keeps err as the first failure, unless it is an outcome wanted (the
+// pod gone, or replaced by one of the same name).
+func (f *PodFinaliser) fail(pod *corev1.Pod, err error) {
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return
 	}
 	f.mu.Lock()
