@@ -15,6 +15,7 @@
 package soak_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -167,6 +168,15 @@ func TestSoak(t *testing.T) {
 		dir = keep
 		require.NoError(t, os.MkdirAll(dir, 0o755))
 	}
+	// A failed soak keeps the API server's audit log with the replicas' logs
+	// (when they are kept): the oracle's violations name audit IDs.
+	t.Cleanup(func() {
+		if t.Failed() && os.Getenv("TAINTKIT_SOAK_LOGS") != "" {
+			if data, err := os.ReadFile(env.AuditLogPath()); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, "audit.log"), data, 0o644)
+			}
+		}
+	})
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	require.NoError(t, testenv.WriteKubeconfig(kubeconfig, sa))
 	_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -207,8 +217,11 @@ func TestSoak(t *testing.T) {
 
 	// The replicas: two killable, then the survivor once one of them leads;
 	// or the survivor alone, leading.
+	// -v=2 logs each eviction and cancellation: what a failed soak is
+	// diagnosed from (TAINTKIT_SOAK_VERBOSITY overrides it).
+	verbosity := cmp.Or(os.Getenv("TAINTKIT_SOAK_VERBOSITY"), "2")
 	args := []string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=127.0.0.1:0",
-		"--health-probe-bind-address=127.0.0.1:0", "--shutdown-grace-period=5s", "--leader-elect=true"}
+		"--health-probe-bind-address=127.0.0.1:0", "--shutdown-grace-period=5s", "--leader-elect=true", "-v=" + verbosity}
 	if cfg.evictionAPI {
 		args = append(args, "--use-eviction-api", "--eviction-fallback-after=30s")
 	}
