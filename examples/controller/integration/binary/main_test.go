@@ -12,11 +12,8 @@ package binary_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -46,42 +43,15 @@ const (
 var controllerBin string
 
 func TestMain(m *testing.M) {
-	bin, err := buildController()
+	begin := time.Now()
+	bin, err := testenv.BuildController(true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	controllerBin = bin
-	testenv.Main(m, testenv.Options{})
-}
-
-// buildController builds the binary once per test run. testenv.Main exits
-// the process, so a temporary directory could never be removed: the binary
-// goes to a fixed place in the user's cache (next to the kube-apiserver
-// testenv builds), one per checkout, overwritten by every run.
-func buildController() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256([]byte(wd))
-	dir := filepath.Join(cache, "taintkit", "controller-race-"+hex.EncodeToString(sum[:6]))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "controller")
-	begin := time.Now()
-	cmd := exec.Command("go", "build", "-race", "-o", bin, "github.com/taintkit/taintkit/examples/controller")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("building the controller: %w", err)
-	}
 	fmt.Fprintf(os.Stderr, "binary_test: built the controller with -race in %v\n", time.Since(begin).Round(time.Millisecond))
-	return bin, nil
+	testenv.Main(m, testenv.Options{})
 }
 
 // env is one test's share of the API server.

@@ -3,8 +3,6 @@ package soak_test
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,37 +12,8 @@ import (
 	"regexp"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
-
-// buildController builds the controller without -race (the soak measures
-// its memory; the race detector's would swamp it) to a fixed place in the
-// user's cache, one per checkout, overwritten by each run.
-func buildController(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256([]byte(wd))
-	dir := filepath.Join(cache, "taintkit", "controller-soak-"+hex.EncodeToString(sum[:6]))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "controller")
-	begin := time.Now()
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/taintkit/taintkit/examples/controller").CombinedOutput()
-	if err != nil {
-		t.Fatalf("building the controller: %v\n%s", err, out)
-	}
-	t.Logf("built the controller in %v", time.Since(begin).Round(time.Millisecond))
-	return bin
-}
 
 // restartDelay is how long the supervisor waits before it starts a killed
 // replica again (a kubelet restarts a container at once the first time).
