@@ -11,26 +11,34 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// firstSights remembers when this replica first saw each countdown start
-// the objects do not record: a NoExecute taint with no TimeAdded (by node,
-// key and effect) and a pod on a node with no PodScheduled time (by UID and
+// firstSights remembers, for the countdowns of NoExecute taints and of
+// pods, the starts a replica learns only by watching: when it first saw a
+// NoExecute taint with no TimeAdded (by node, key and effect), the earliest
+// TimeAdded of a taint refreshed in place (the same key and effect, a later
+// TimeAdded: it never left the node, so the deadline counted from its first
+// TimeAdded stands, as the manager's rule for moving deadlines says), and
+// when it first saw a pod on a node with no PodScheduled time (by UID and
 // node). The informers' events feed it from the moment they start, whether
 // the replica leads or stands by, and the manager reads nodes and pods
 // through it with those times filled in. So a standby that takes over ends
 // such a countdown when the old leader would have, give or take an
-// informer's delivery, instead of counting it again from the takeover (the
-// manager, which a standby does not run, remembers first sights only while
-// it runs). A restarted process counts from its own first sight.
+// informer's delivery, instead of counting it again from the takeover or
+// from the refreshed TimeAdded (the manager, which a standby does not run,
+// remembers only while it runs). A restarted process counts from what it
+// sees from its own start.
 //
-// It holds an entry only for such a taint or pod, forgotten when the taint
-// leaves the node, the node or pod is deleted, or the pod gets a
-// PodScheduled time. It is safe for concurrent use by multiple goroutines.
+// It holds an entry only for a NoExecute taint or such a pod, forgotten
+// when the taint leaves the node, the node or pod is deleted, or the pod
+// gets a PodScheduled time. It is safe for concurrent use by multiple
+// goroutines.
 type firstSights struct {
 	mu     sync.Mutex
 	taints map[string][]taintSight // by node name
 	pods   map[types.UID]podSight
 }
 
+// taintSight is a NoExecute taint's countdown start: its first sight if it
+// has no TimeAdded, or the earliest TimeAdded seen while it stayed.
 type taintSight struct {
 	key    string
 	effect v1.TaintEffect
@@ -66,18 +74,42 @@ func unscheduled(pod *v1.Pod) bool {
 	return true
 }
 
-// sawNode records the node's untimed taints not seen yet and forgets those
-// gone, and returns the node's sights; the caller holds f.mu.
+// start is when the countdown of t, a NoExecute taint, started as far as
+// its object says: its TimeAdded, or now, the first sight, if it has none.
+func start(t *v1.Taint, now metav1.Time) metav1.Time {
+	if untimed(t) {
+		return now
+	}
+	return *t.TimeAdded
+}
+
+// sawNodeLocked records the starts of the node's NoExecute taints not seen
+// yet, keeps the earlier start of a taint seen before (a taint refreshed in
+// place keeps its first TimeAdded) and forgets those gone, and returns the
+// node's sights; the caller holds f.mu.
 func (f *firstSights) sawNodeLocked(node *v1.Node, now metav1.Time) []taintSight {
 	old := f.taints[node.Name]
+	n, same := 0, true
+	for i := range node.Spec.Taints {
+		t := &node.Spec.Taints[i]
+		if t.Effect != v1.TaintEffectNoExecute {
+			continue
+		}
+		n++
+		j := slices.IndexFunc(old, func(o taintSight) bool { return o.key == t.Key && o.effect == t.Effect })
+		same = same && j >= 0 && !start(t, now).Time.Before(old[j].at.Time)
+	}
+	if same && n == len(old) {
+		return old // the common case: nothing new, nothing gone, nothing earlier
+	}
 	var cur []taintSight
 	for i := range node.Spec.Taints {
 		t := &node.Spec.Taints[i]
-		if !untimed(t) {
+		if t.Effect != v1.TaintEffectNoExecute {
 			continue
 		}
-		s := taintSight{key: t.Key, effect: t.Effect, at: now}
-		if j := slices.IndexFunc(old, func(o taintSight) bool { return o.key == t.Key && o.effect == t.Effect }); j >= 0 {
+		s := taintSight{key: t.Key, effect: t.Effect, at: start(t, now)}
+		if j := slices.IndexFunc(old, func(o taintSight) bool { return o.key == t.Key && o.effect == t.Effect }); j >= 0 && old[j].at.Before(&s.at) {
 			s.at = old[j].at
 		}
 		cur = append(cur, s)
@@ -130,30 +162,38 @@ func (f *firstSights) podDeleted(uid types.UID) {
 	delete(f.pods, uid)
 }
 
-// node returns node, or, if it has untimed NoExecute taints, a copy whose
-// taints have their first sights as TimeAdded.
+// node returns node, or, if it has a NoExecute taint with no TimeAdded or
+// one refreshed in place, a copy whose taints have their starts (see
+// firstSights) as TimeAdded.
 func (f *firstSights) node(node *v1.Node) *v1.Node {
-	if !slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return untimed(&t) }) {
+	if !slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Effect == v1.TaintEffectNoExecute }) {
 		return node
 	}
 	f.mu.Lock()
 	sights := f.sawNodeLocked(node, metav1.Now()) // the cache may be ahead of the events
 	f.mu.Unlock()
-	cp := *node
-	cp.Spec.Taints = slices.Clone(node.Spec.Taints)
-	for i := range cp.Spec.Taints {
-		t := &cp.Spec.Taints[i]
-		if !untimed(t) {
+	var cp *v1.Node
+	for i := range node.Spec.Taints {
+		t := &node.Spec.Taints[i]
+		if t.Effect != v1.TaintEffectNoExecute {
 			continue
 		}
-		for _, s := range sights {
-			if s.key == t.Key && s.effect == t.Effect {
-				at := s.at
-				t.TimeAdded = &at
-			}
+		j := slices.IndexFunc(sights, func(s taintSight) bool { return s.key == t.Key && s.effect == t.Effect })
+		if j < 0 || !untimed(t) && !sights[j].at.Before(t.TimeAdded) {
+			continue // as the object says
 		}
+		if cp == nil {
+			c := *node
+			c.Spec.Taints = slices.Clone(node.Spec.Taints)
+			cp = &c
+		}
+		at := sights[j].at
+		cp.Spec.Taints[i].TimeAdded = &at
 	}
-	return &cp
+	if cp == nil {
+		return node
+	}
+	return cp
 }
 
 // pod returns pod, or, if it is unscheduled, a copy with a PodScheduled

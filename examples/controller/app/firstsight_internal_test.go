@@ -20,8 +20,9 @@ func untimedNode(keys ...string) *v1.Node {
 	return n
 }
 
-// A taint's first sight stays while the taint does; a taint that left and
-// came back is seen anew. A node's copy carries the sights, the cached node
+// A taint's first sight stays while the taint does, and so does the first
+// TimeAdded of a taint refreshed in place; a taint that left and came back
+// is seen anew. A node's copy carries the sights, the cached node
 // is untouched.
 func TestFirstSightsOfTaints(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -46,6 +47,16 @@ func TestFirstSightsOfTaints(t *testing.T) {
 		timed := untimedNode()
 		timed.Spec.Taints = []v1.Taint{{Key: "c", Effect: v1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: t0}}}
 		assert.Same(t, timed, f.node(timed), "a node with no untimed taint is returned as is")
+
+		// c refreshed in place: its first TimeAdded stands; gone and back, the new one.
+		refreshed := untimedNode()
+		refreshed.Spec.Taints = []v1.Taint{{Key: "c", Effect: v1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: t0.Add(time.Minute)}}}
+		f.sawNode(refreshed)
+		got = f.node(refreshed)
+		assert.True(t, got.Spec.Taints[0].TimeAdded.Time.Equal(t0), "c refreshed: %v", got.Spec.Taints[0].TimeAdded)
+		assert.True(t, refreshed.Spec.Taints[0].TimeAdded.Time.Equal(t0.Add(time.Minute)), "the cached node changed")
+		f.sawNode(untimedNode())
+		assert.Same(t, refreshed, f.node(refreshed), "c gone and back: counted from its new TimeAdded")
 		f.nodeDeleted("n")
 		assert.Empty(t, f.taints)
 	})

@@ -86,3 +86,44 @@ func TestRunRecreatedNodeCountsUntimedTaintAfresh(t *testing.T) {
 		assert.False(t, podExists(t, client, "web"), "not deleted 30 s after the new node's first sight")
 	})
 }
+
+// A taint refreshed in place (the same key and effect, a later TimeAdded)
+// has not left the node: the deadline counted from its first TimeAdded
+// stands, and a standby that takes over after the refresh keeps it, as the
+// leader would have, instead of counting from the TimeAdded it reads then.
+// Found by the soak: a new leader evicted such pods 2–9 s late.
+func TestRunStandbyKeepsDeadlineOfTaintRefreshedInPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		client := newFakeAPI(taintedNode("node-1", t0), boundPod("web", "uid-web", "node-1", t0, ptr.To(10*time.Second)))
+		oa, ob := leaderOptions("replica-a"), leaderOptions("replica-b")
+		a := start(t, client, oa)
+		synctest.Wait()
+		b := start(t, client, ob)
+		synctest.Wait()
+		require.Equal(t, "replica-a", *lease(t, client).Spec.HolderIdentity)
+
+		time.Sleep(3 * time.Second)
+		ctx := context.Background()
+		node, err := client.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
+		require.NoError(t, err)
+		node.Spec.Taints[0].TimeAdded = ptr.To(metav1.NewTime(t0.Add(3 * time.Second)))
+		_, err = client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		synctest.Wait()
+
+		time.Sleep(time.Second)
+		assert.NoError(t, a.stop())
+		time.Sleep(time.Duration(float64(ob.RetryPeriod) * (1 + leaderelection.JitterFactor)))
+		synctest.Wait()
+		require.Equal(t, "replica-b", *lease(t, client).Spec.HolderIdentity)
+
+		time.Sleep(t0.Add(10*time.Second).Sub(time.Now()) - time.Millisecond)
+		synctest.Wait()
+		assert.True(t, podExists(t, client, "web"), "deleted before the deadline")
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		assert.False(t, podExists(t, client, "web"), "not deleted at the deadline of the taint's first TimeAdded (%s)", t0.Add(10*time.Second))
+		assert.NoError(t, b.stop())
+	})
+}

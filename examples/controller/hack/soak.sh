@@ -12,13 +12,14 @@
 # Environment: TAINTKIT_SOAK_PODS (200), TAINTKIT_SOAK_NODES (10),
 #   TAINTKIT_SOAK_REPLICAS (3; 1 runs the sampled replica alone, leading),
 #   TAINTKIT_SOAK_EVICTION_API (true; false evicts by DELETE),
+#   TAINTKIT_SOAK_KILL_EVERY (3m: the leader kills' spacing, 45s or more),
 #   TAINTKIT_SOAK_LOGS (a directory to keep the replicas' logs in, and the audit log
 #   of a failed soak), TAINTKIT_SOAK_VERBOSITY (the replicas' -v, 2).
 # Needs etcd (Debian's etcd-server) and builds the kube-apiserver once
 # (hack/build-kube-apiserver.sh, ~5 minutes cold).
 set -euo pipefail
 if [ $# -lt 2 ]; then
-	sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 fi
 here="$(cd "$(dirname "$0")/.." && pwd)"

@@ -24,8 +24,8 @@ func TestAPIServerRestartMidCountdowns(t *testing.T) {
 	const (
 		lease, renew, retry = 30 * time.Second, 20 * time.Second, 2 * time.Second
 		pods                = 20
-		killAt              = 9 * time.Second // after the taint; deadlines are 6 … 25 s after it
-		down                = 2 * time.Second // from the kill to the start of the new server
+		killAt              = 9500 * time.Millisecond // after the taint; deadlines are 6 … 25 s after it, on whole seconds: the kill falls between two
+		down                = 2 * time.Second         // from the kill to the start of the new server
 	)
 	cl := newCluster(t, 3*time.Minute)
 	a := cl.startReplica("a", cl.controllerConfig(""), lease, renew, retry)
@@ -78,8 +78,8 @@ func TestAPIServerLongOutage(t *testing.T) {
 	const (
 		lease, renew, retry = 8 * time.Second, 5 * time.Second, time.Second
 		pods                = 16
-		killAt              = 6 * time.Second  // after the taint; deadlines are 4 … 34 s after it
-		down                = 10 * time.Second // from the kill to the start of the new server
+		killAt              = 6500 * time.Millisecond // after the taint; deadlines are 4 … 34 s after it, on whole seconds: the kill falls between two
+		down                = 10 * time.Second        // from the kill to the start of the new server
 	)
 	cl := newCluster(t, 3*time.Minute)
 	replicas := map[string]*replica{}

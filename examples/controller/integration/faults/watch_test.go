@@ -30,7 +30,7 @@ func TestWatchExpiresDuringCut(t *testing.T) {
 	t.Parallel()
 	const (
 		lease, renew, retry = 45 * time.Second, 30 * time.Second, 2 * time.Second
-		cutAt               = 6 * time.Second // after the first taint; its deadlines are 4 … 30 s after it
+		cutAt               = 6500 * time.Millisecond // after the first taint; its deadlines are 4 … 30 s after it, on whole seconds: the cut falls between two
 		cutFor              = 20 * time.Second
 	)
 	cl := newCluster(t, 3*time.Minute, "--watch-cache=false", "--etcd-compaction-interval=2s")

@@ -33,13 +33,14 @@ type plannedFault struct {
 }
 
 // schedule plans the faults of a soak of duration d: a leader kill every
-// killEvery and an API server restart every restartEvery, the first of
+// killEvery (3 minutes unless TAINTKIT_SOAK_KILL_EVERY says otherwise) and
+// an API server restart every restartEvery, the first of
 // each kind early enough that a short soak has one (at a quarter and at
 // just past half of it), each jittered by up to a sixth of its spacing,
 // none in the last 30 s (the churn's end), and no two within 45 s of each
 // other (the later one moves).
-func schedule(d time.Duration, rng *rand.Rand) []plannedFault {
-	const killEvery, restartEvery, apart = 3 * time.Minute, 10 * time.Minute, 45 * time.Second
+func schedule(d, killEvery time.Duration, rng *rand.Rand) []plannedFault {
+	const restartEvery, apart = 10 * time.Minute, 45 * time.Second
 	var plan []plannedFault
 	add := func(kind string, first, every time.Duration) {
 		spread := min(first, every) / 3
@@ -65,7 +66,7 @@ func schedule(d time.Duration, rng *rand.Rand) []plannedFault {
 func TestSchedule(t *testing.T) {
 	for seed := range uint64(200) {
 		for _, d := range []time.Duration{3 * time.Minute, 5 * time.Minute, 60 * time.Minute} {
-			plan := schedule(d, rand.New(rand.NewPCG(seed, 0)))
+			plan := schedule(d, defaultKillEvery, rand.New(rand.NewPCG(seed, 0)))
 			kinds := map[string]int{}
 			for i, f := range plan {
 				kinds[f.kind]++
@@ -120,6 +121,7 @@ type injector struct {
 	killable []*replica
 	survivor *replica
 	rng      *rand.Rand
+	last     time.Time // no fault after this: the churn's last 30 s
 }
 
 // run injects plan's faults at their offsets from begin until ctx ends,
@@ -131,6 +133,10 @@ func (in *injector) run(ctx context.Context, begin time.Time, plan []plannedFaul
 		case <-ctx.Done():
 			return done
 		case <-time.After(time.Until(begin.Add(f.at))):
+		}
+		if !in.waitWarm(ctx, begin) {
+			logf("fault %d (%s at %v) skipped: no replica that may take over has watched for %v before the churn's end", i+1, f.kind, f.at, warmUp)
+			continue
 		}
 		var rec faultRecord
 		var err error
@@ -150,6 +156,51 @@ func (in *injector) run(ctx context.Context, begin time.Time, plan []plannedFaul
 		done = append(done, rec)
 	}
 	return done
+}
+
+// warmUp is how long a replica that may take over must have watched the
+// cluster before a fault: longer than any countdown the churn starts (90 s)
+// and a disruption budget's fallback (30 s). A standby keeps the deadlines
+// of countdowns whose starts its objects do not record (untimed taints,
+// taints refreshed in place) from its own first sight; a process that
+// started after such a countdown began cannot know it did (the README says
+// so), and would end it late. The soak tests takeovers by warm standbys.
+const warmUp = 2 * time.Minute
+
+// waitWarm waits until every killable replica's run has watched the cluster
+// since the churn began (at begin) or for warmUp, and reports whether that
+// came before the churn's last 30 s (in.last) and ctx's end.
+func (in *injector) waitWarm(ctx context.Context, begin time.Time) bool {
+	for {
+		ready := time.Now()
+		for _, r := range in.killable {
+			since := r.Since()
+			switch {
+			case since.IsZero(): // between runs: the next starts within a second
+				ready = later(ready, time.Now().Add(restartDelay+warmUp))
+			case since.After(begin):
+				ready = later(ready, since.Add(warmUp))
+			}
+		}
+		if ready.After(in.last) {
+			return false
+		}
+		if !ready.After(time.Now()) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Until(ready)):
+		}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // leaseHolder reads the controller's Lease.

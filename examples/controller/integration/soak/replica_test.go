@@ -31,8 +31,9 @@ type replica struct {
 	mu       sync.Mutex
 	run      int
 	cmd      *exec.Cmd
-	identity string // the current run's, once it waits for the lease
-	metrics  string // host:port of the current run's metrics server
+	identity string    // the current run's, once it waits for the lease
+	since    time.Time // when the current run started; zero between runs
+	metrics  string    // host:port of the current run's metrics server
 	exits    []replicaExit
 	started  chan struct{} // closed once the current run waits for the lease
 	stopping bool
@@ -98,7 +99,7 @@ func (r *replica) start() (<-chan error, error) {
 		logFile.Close()
 		return nil, err
 	}
-	r.cmd = cmd
+	r.cmd, r.since = cmd, time.Now()
 	exited := make(chan error, 1)
 	started := r.started
 	go func() {
@@ -149,6 +150,7 @@ func (r *replica) supervise(exited <-chan error) {
 			state = ee.ProcessState.String()
 		}
 		r.exits = append(r.exits, replicaExit{identity: r.identity, at: time.Now(), state: state})
+		r.since = time.Time{}
 		stopping := r.stopping
 		r.mu.Unlock()
 		if stopping {
@@ -165,6 +167,14 @@ func (r *replica) supervise(exited <-chan error) {
 			return
 		}
 	}
+}
+
+// Since returns when the current run started, or the zero time between
+// runs.
+func (r *replica) Since() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.since
 }
 
 func (r *replica) currentStarted() <-chan struct{} {

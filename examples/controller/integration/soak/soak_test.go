@@ -49,7 +49,8 @@ type soakConfig struct {
 	pods, nodes int
 	replicas    int // 3, or 1: the survivor alone, leading
 	evictionAPI bool
-	report      string // a file for the report, if not empty
+	killEvery   time.Duration // the leader kills' spacing
+	report      string        // a file for the report, if not empty
 }
 
 func configFromEnv(t *testing.T) soakConfig {
@@ -57,7 +58,7 @@ func configFromEnv(t *testing.T) soakConfig {
 	if d == "" {
 		t.Skip("TAINTKIT_SOAK is not set: run examples/controller/hack/soak.sh DURATION SEED")
 	}
-	cfg := soakConfig{asked: d, seed: 1, pods: 200, nodes: 10, replicas: 3, evictionAPI: true, report: os.Getenv("TAINTKIT_SOAK_REPORT")}
+	cfg := soakConfig{asked: d, seed: 1, pods: 200, nodes: 10, replicas: 3, evictionAPI: true, killEvery: defaultKillEvery, report: os.Getenv("TAINTKIT_SOAK_REPORT")}
 	var err error
 	if cfg.duration, err = time.ParseDuration(d); err != nil || cfg.duration < 3*time.Minute {
 		t.Fatalf("TAINTKIT_SOAK=%q: want a duration of 3m or more (%v)", d, err)
@@ -84,8 +85,17 @@ func configFromEnv(t *testing.T) soakConfig {
 			t.Fatalf("TAINTKIT_SOAK_EVICTION_API=%q: %v", s, err)
 		}
 	}
+	if s := os.Getenv("TAINTKIT_SOAK_KILL_EVERY"); s != "" {
+		if cfg.killEvery, err = time.ParseDuration(s); err != nil || cfg.killEvery < 45*time.Second {
+			t.Fatalf("TAINTKIT_SOAK_KILL_EVERY=%q: want a duration of 45s or more (%v)", s, err)
+		}
+	}
 	return cfg
 }
+
+// defaultKillEvery is the leader kills' spacing unless
+// TAINTKIT_SOAK_KILL_EVERY says otherwise.
+const defaultKillEvery = 3 * time.Minute
 
 // replay is the command that runs the soak again as configured.
 func (cfg soakConfig) replay() string {
@@ -96,6 +106,7 @@ func (cfg soakConfig) replay() string {
 	}{
 		{"TAINTKIT_SOAK_PODS", cfg.pods, 200}, {"TAINTKIT_SOAK_NODES", cfg.nodes, 10},
 		{"TAINTKIT_SOAK_REPLICAS", cfg.replicas, 3}, {"TAINTKIT_SOAK_EVICTION_API", cfg.evictionAPI, true},
+		{"TAINTKIT_SOAK_KILL_EVERY", cfg.killEvery, defaultKillEvery},
 	} {
 		if kv.val != kv.dflt {
 			env = append(env, fmt.Sprintf("%s=%v ", kv.name, kv.val))
@@ -274,11 +285,12 @@ func TestSoak(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { ch.run(runCtx) })
 	frng := rand.New(rand.NewPCG(cfg.seed+1, cfg.seed^0x5bd1e995))
-	plan := schedule(cfg.duration, frng)
+	plan := schedule(cfg.duration, cfg.killEvery, frng)
 	if cfg.replicas == 1 { // no one to take over: the API server restarts only
 		plan = slices.DeleteFunc(plan, func(f plannedFault) bool { return f.kind == faultLeaderKill })
 	}
-	in := &injector{env: env, c: c, sa: sa, ns: ns, oracle: o, killable: killable, survivor: survivor, rng: frng}
+	in := &injector{env: env, c: c, sa: sa, ns: ns, oracle: o, killable: killable, survivor: survivor, rng: frng,
+		last: begin.Add(cfg.duration - 30*time.Second)}
 	var faults []faultRecord
 	wg.Go(func() { faults = in.run(runCtx, begin, plan, t.Logf) })
 	smp := &sampler{pid: survivorPid, addr: survivor.MetricsAddr, token: scrapeToken, newToken: token, begin: begin, world: w, logf: t.Logf}
