@@ -6,7 +6,7 @@
 # leaks. Prints the report (Markdown) at the end.
 #
 # Usage: examples/controller/hack/soak.sh DURATION SEED [REPORT]
-#   DURATION  a Go duration, 3m or more (e.g. 60m)
+#   DURATION  a Go duration, 5m or more (e.g. 60m)
 #   SEED      the churn's and the faults' seed (a failed run prints its own)
 #   REPORT    also write the report to this file
 # Environment: TAINTKIT_SOAK_PODS (200), TAINTKIT_SOAK_NODES (10),

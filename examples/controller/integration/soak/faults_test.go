@@ -60,12 +60,13 @@ func schedule(d, killEvery time.Duration, rng *rand.Rand) []plannedFault {
 	return slices.DeleteFunc(plan, func(f plannedFault) bool { return f.at >= d-30*time.Second })
 }
 
-// TestSchedule: whatever the seed, a soak of 3 minutes or more has a leader
+// TestSchedule: whatever the seed, a soak of 5 minutes or more has a leader
 // kill and an API server restart, none in its last 30 s, none within 45 s
-// of another; an hour has a kill every few minutes and a restart every ten.
+// of another, both still there after the waits for warm standbys
+// (warmUp); an hour has a kill every few minutes and a restart every ten.
 func TestSchedule(t *testing.T) {
 	for seed := range uint64(200) {
-		for _, d := range []time.Duration{3 * time.Minute, 5 * time.Minute, 60 * time.Minute} {
+		for _, d := range []time.Duration{5 * time.Minute, 10 * time.Minute, 60 * time.Minute} {
 			plan := schedule(d, defaultKillEvery, rand.New(rand.NewPCG(seed, 0)))
 			kinds := map[string]int{}
 			for i, f := range plan {
@@ -79,6 +80,24 @@ func TestSchedule(t *testing.T) {
 			}
 			if kinds[faultLeaderKill] == 0 || kinds[faultAPIServer] == 0 {
 				t.Fatalf("seed %d, %v: %v", seed, d, plan)
+			}
+			// The injector waits for warm standbys: at worst every fault
+			// leaves a replica started afresh, and the next waits warmUp
+			// for it. Both kinds must still come before the last 30 s.
+			injected, fresh := map[string]int{}, time.Duration(-1)
+			for _, f := range plan {
+				at := f.at
+				if fresh >= 0 {
+					at = max(at, fresh+restartDelay+warmUp)
+				}
+				if at > d-30*time.Second {
+					break
+				}
+				injected[f.kind]++
+				fresh = at
+			}
+			if injected[faultLeaderKill] == 0 || injected[faultAPIServer] == 0 {
+				t.Fatalf("seed %d, %v: after the warm-up waits only %v of %v", seed, d, injected, plan)
 			}
 			if d == 60*time.Minute && (kinds[faultLeaderKill] < 15 || kinds[faultAPIServer] != 5) {
 				t.Fatalf("seed %d, an hour: %v", seed, kinds)

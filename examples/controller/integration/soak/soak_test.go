@@ -60,8 +60,8 @@ func configFromEnv(t *testing.T) soakConfig {
 	}
 	cfg := soakConfig{asked: d, seed: 1, pods: 200, nodes: 10, replicas: 3, evictionAPI: true, killEvery: defaultKillEvery, report: os.Getenv("TAINTKIT_SOAK_REPORT")}
 	var err error
-	if cfg.duration, err = time.ParseDuration(d); err != nil || cfg.duration < 3*time.Minute {
-		t.Fatalf("TAINTKIT_SOAK=%q: want a duration of 3m or more (%v)", d, err)
+	if cfg.duration, err = time.ParseDuration(d); err != nil || cfg.duration < 5*time.Minute {
+		t.Fatalf("TAINTKIT_SOAK=%q: want a duration of 5m or more: time for a leader kill, 2 minutes for the new standby to warm up, and an API server restart (%v)", d, err)
 	}
 	if s := os.Getenv("TAINTKIT_SOAK_SEED"); s != "" {
 		if cfg.seed, err = strconv.ParseUint(s, 10, 64); err != nil {
