@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,9 +32,10 @@ type replica struct {
 	mu       sync.Mutex
 	run      int
 	cmd      *exec.Cmd
-	identity string    // the current run's, once it waits for the lease
-	since    time.Time // when the current run started; zero between runs
-	metrics  string    // host:port of the current run's metrics server
+	identity string               // the current run's, once it waits for the lease
+	since    time.Time            // when the current run started; zero between runs
+	starts   map[string]time.Time // every run's start, by identity
+	metrics  string               // host:port of the current run's metrics server
 	exits    []replicaExit
 	started  chan struct{} // closed once the current run waits for the lease
 	stopping bool
@@ -128,6 +130,10 @@ func (r *replica) scan(rd io.Reader, w io.Writer, started chan struct{}) {
 		}
 		if m := waitingLine.FindStringSubmatch(line); m != nil {
 			r.identity = m[1]
+			if r.starts == nil {
+				r.starts = map[string]time.Time{}
+			}
+			r.starts[m[1]] = r.since
 		}
 		if r.metrics != "" && r.identity != "" {
 			close(started)
@@ -167,6 +173,13 @@ func (r *replica) supervise(exited <-chan error) {
 			return
 		}
 	}
+}
+
+// Starts returns when each run started, by identity.
+func (r *replica) Starts() map[string]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.starts)
 }
 
 // Since returns when the current run started, or the zero time between

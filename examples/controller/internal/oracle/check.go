@@ -1,6 +1,7 @@
 package oracle
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -95,10 +96,12 @@ type input struct {
 	begin     time.Time // requests before it are another test's
 	end       time.Time // the watches' end
 	faults    []FaultWindow
-	lost      map[string]bool    // audit IDs whose answers were lost
-	excused   map[types.UID]bool // pods the controller said it gave up
-	agentUser string             // the controller's user; its writes must be attributed
-	dryRun    bool               // the controller must write to no pod
+	lost      map[string]bool        // audit IDs whose answers were lost
+	excused   map[types.UID]bool     // pods the controller said it gave up
+	started   map[string]time.Time   // when replicas started watching, by identity
+	holder    func(time.Time) string // the Lease's holder at a time; set by check
+	agentUser string                 // the controller's user; its writes must be attributed
+	dryRun    bool                   // the controller must write to no pod
 }
 
 // podLife is one pod UID's history and what was written to it.
@@ -196,6 +199,7 @@ func check(in input) *Report {
 		}
 		return h
 	}
+	in.holder = holder
 
 	for _, r := range in.requests {
 		if r.Received.Before(in.begin) || r.Namespace != in.namespace {
@@ -381,6 +385,14 @@ func checkLost(in input, l *podLife, rep *Report, fail func(string, ...any)) {
 		}
 		if s.c.unknown {
 			bound = bound.Add(firstSightSlack)
+		}
+		if !s.c.hidden.IsZero() {
+			// A leader that started watching after the countdown's
+			// unrecorded start counts it from its own first sight.
+			if p, ok := in.started[in.holder(bound)]; ok && p.After(s.c.hidden) {
+				bound = bound.Add(p.Sub(s.c.hidden) + firstSightSlack)
+				fault = cmp.Or(fault, "a leader that started watching "+p.Format("15:04:05.000"))
+			}
 		}
 		if !l.deletion.IsZero() && !l.deletion.After(bound) {
 			if l.byCtrl {

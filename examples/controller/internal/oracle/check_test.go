@@ -100,8 +100,66 @@ func lease(id string, d time.Duration) Request {
 		Received: at(d), Completed: at(d + time.Millisecond), Code: 200}
 }
 
+// refreshed adds the node's taint refreshed in place at d: the same key
+// and effect, TimeAdded d.
+func refreshed(in *input, d time.Duration) {
+	n := in.nodes["n"][0].node.DeepCopy()
+	n.Spec.Taints[0].TimeAdded = &metav1.Time{Time: at(d)}
+	in.nodes["n"] = append(in.nodes["n"], nodeObs{at: at(d), node: n})
+}
+
 func TestCheck(t *testing.T) {
 	for name, s := range map[string]scenario{
+		"refreshed in place, deleted at its first TimeAdded's deadline": {
+			tol:      ptrSeconds(5),
+			requests: []Request{del("d1", 5*time.Second, 200)},
+			extra: func(in *input) {
+				refreshed(in, 2*time.Second)
+				deleted(in, 5*time.Second, 200)
+			},
+			wantEvict: 1,
+		},
+		"refreshed in place, deleted at the refreshed TimeAdded's deadline": {
+			tol:      ptrSeconds(5),
+			requests: []Request{del("d1", 7500*time.Millisecond, 200)},
+			extra: func(in *input) {
+				refreshed(in, 2500*time.Millisecond)
+				deleted(in, 7500*time.Millisecond, 200)
+			},
+			wantViol:  []string{"never lost"},
+			wantEvict: 1,
+		},
+		"refreshed in place before the leader started watching": {
+			tol:      ptrSeconds(5),
+			requests: []Request{lease("a", 3*time.Second), del("d1", 7500*time.Millisecond, 200)},
+			extra: func(in *input) {
+				refreshed(in, 2500*time.Millisecond)
+				deleted(in, 7500*time.Millisecond, 200)
+				in.started = map[string]time.Time{"a": at(2600 * time.Millisecond)}
+			},
+			wantEvict: 1,
+		},
+		"untimed, first seen before the leader started watching": {
+			untimed:  true,
+			tol:      ptrSeconds(5),
+			requests: []Request{lease("a", 3*time.Second), del("d1", 9*time.Second, 200)},
+			extra: func(in *input) {
+				deleted(in, 9*time.Second, 200)
+				in.started = map[string]time.Time{"a": at(3 * time.Second)}
+			},
+			wantEvict: 1,
+		},
+		"untimed, first seen after the leader started watching": {
+			untimed:  true,
+			tol:      ptrSeconds(5),
+			requests: []Request{lease("a", 3*time.Second), del("d1", 9*time.Second, 200)},
+			extra: func(in *input) {
+				deleted(in, 9*time.Second, 200)
+				in.started = map[string]time.Time{"a": t0.Add(-time.Second)}
+			},
+			wantViol:  []string{"never lost"},
+			wantEvict: 1,
+		},
 		"deleted at the deadline": {
 			tol:       ptrSeconds(5),
 			requests:  []Request{del("d1", 5*time.Second, 200)},

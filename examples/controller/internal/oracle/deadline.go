@@ -13,14 +13,21 @@ type due struct {
 	at      time.Time // zero: not due ever in this state
 	taint   string    // key:effect of the taint whose countdown ends at at
 	unknown bool      // at counts from a first sight (±1 s)
+	// hidden is the countdown's start if the objects do not record it (a
+	// first sight, or the first TimeAdded of a taint refreshed in place):
+	// a replica that started watching after it cannot know it.
+	hidden time.Time
 }
 
 func taintID(t *corev1.Taint) string { return t.Key + ":" + string(t.Effect) }
 
 // decide is the pod's deadline on a node with taints, where taintSeen holds
-// when each taint (by taintID) was first seen and podSeen when the pod was
-// first seen on the node.
-func decide(pod *corev1.Pod, taints []corev1.Taint, taintSeen map[string]time.Time, podSeen time.Time) due {
+// when each taint (by taintID) was first seen, firstAdded the first
+// TimeAdded of each taint with one (a taint refreshed in place, the same
+// key and effect with a later TimeAdded, never left: its countdown started
+// at its first TimeAdded) and podSeen when the pod was first seen on the
+// node.
+func decide(pod *corev1.Pod, taints []corev1.Taint, taintSeen, firstAdded map[string]time.Time, podSeen time.Time) due {
 	bound, podUnknown := podSeen, true
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
@@ -34,11 +41,18 @@ func decide(pod *corev1.Pod, taints []corev1.Taint, taintSeen map[string]time.Ti
 			continue
 		}
 		start, unknown := taintSeen[taintID(t)], true
+		hidden := start
 		if t.TimeAdded != nil && !t.TimeAdded.IsZero() {
-			start, unknown = t.TimeAdded.Time, false
+			start, unknown, hidden = t.TimeAdded.Time, false, time.Time{}
+			if first, ok := firstAdded[taintID(t)]; ok && first.Before(start) {
+				start, hidden = first, first
+			}
 		}
 		if bound.After(start) {
-			start, unknown = bound, podUnknown
+			start, unknown, hidden = bound, podUnknown, time.Time{}
+			if podUnknown {
+				hidden = bound
+			}
 		}
 		at := start
 		tolerated := false
@@ -59,7 +73,7 @@ func decide(pod *corev1.Pod, taints []corev1.Taint, taintSeen map[string]time.Ti
 			continue
 		}
 		if out.at.IsZero() || at.Before(out.at) {
-			out = due{at: at, taint: taintID(t), unknown: unknown}
+			out = due{at: at, taint: taintID(t), unknown: unknown, hidden: hidden}
 		}
 	}
 	return out
@@ -97,13 +111,14 @@ func timeline(obs []podObs, nodes map[string][]nodeObs, end time.Time) []segment
 	times = slices.Compact(times)
 
 	var (
-		segs      []segment
-		c         due
-		pi, ni    = 0, 0
-		taintSeen = map[string]time.Time{}
-		podSeen   time.Time
-		podNode   string
-		node      *corev1.Node
+		segs       []segment
+		c          due
+		pi, ni     = 0, 0
+		taintSeen  = map[string]time.Time{}
+		firstAdded = map[string]time.Time{}
+		podSeen    time.Time
+		podNode    string
+		node       *corev1.Node
 	)
 	// The node's taints' first sights, from its states before the pod's.
 	advanceNode := func(t time.Time) {
@@ -117,11 +132,17 @@ func timeline(obs []podObs, nodes map[string][]nodeObs, end time.Time) []segment
 					if _, ok := taintSeen[id]; !ok {
 						taintSeen[id] = nobs[ni].at
 					}
+					if ta := node.Spec.Taints[i].TimeAdded; ta != nil && !ta.IsZero() {
+						if first, ok := firstAdded[id]; !ok || ta.Time.Before(first) {
+							firstAdded[id] = ta.Time
+						}
+					}
 				}
 			}
 			for id := range taintSeen {
 				if !present[id] {
 					delete(taintSeen, id)
+					delete(firstAdded, id)
 				}
 			}
 			ni++
@@ -138,7 +159,7 @@ func timeline(obs []podObs, nodes map[string][]nodeObs, end time.Time) []segment
 		advanceNode(t)
 		var d due
 		if podNode != "" && node != nil && !o.deleted && o.pod.DeletionTimestamp == nil {
-			d = decide(o.pod, node.Spec.Taints, taintSeen, podSeen)
+			d = decide(o.pod, node.Spec.Taints, taintSeen, firstAdded, podSeen)
 		}
 		switch {
 		case d.at.IsZero():

@@ -44,6 +44,7 @@ type Oracle struct {
 	faults  []FaultWindow
 	lost    map[string]bool
 	excused map[types.UID]bool
+	started map[string]time.Time
 	dryRun  bool
 }
 
@@ -57,7 +58,7 @@ func Start(ctx context.Context, opts Options) (*Oracle, error) {
 	if opts.ControllerUser == "" {
 		opts.ControllerUser = "system:serviceaccount:kube-system:taintkit-noexecute"
 	}
-	o := &Oracle{opts: opts, begin: time.Now(), hist: newHistory(), lost: map[string]bool{}, excused: map[types.UID]bool{}}
+	o := &Oracle{opts: opts, begin: time.Now(), hist: newHistory(), lost: map[string]bool{}, excused: map[types.UID]bool{}, started: map[string]time.Time{}}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	o.stop = cancel
 	done, err := o.hist.watch(runCtx, opts.Client, opts.Namespace)
@@ -68,6 +69,18 @@ func Start(ctx context.Context, opts Options) (*Oracle, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// Started records that the replica with identity started watching at at.
+// It cannot know the countdown starts the objects do not record from
+// before then (a taint's or a pod's first sight, the first TimeAdded of a
+// taint refreshed in place): as leader it counts them from what it saw
+// first, so a pod whose countdown started so may go as much later. A
+// replica not recorded is taken to have watched from the start.
+func (o *Oracle) Started(identity string, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.started[identity] = at
 }
 
 // Fault records that a fault was active from start to end: a pod due then
@@ -159,6 +172,7 @@ func (o *Oracle) Check() (*Report, error) {
 		faults:    slices.Clone(o.faults),
 		lost:      o.lost,
 		excused:   o.excused,
+		started:   o.started,
 		agentUser: o.opts.ControllerUser,
 		dryRun:    o.dryRun,
 	}
