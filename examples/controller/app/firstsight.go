@@ -83,6 +83,12 @@ func start(t *v1.Taint, now metav1.Time) metav1.Time {
 	return *t.TimeAdded
 }
 
+// findSight returns the index of t's sight in sights (by key and effect),
+// or -1.
+func findSight(sights []taintSight, t *v1.Taint) int {
+	return slices.IndexFunc(sights, func(s taintSight) bool { return s.key == t.Key && s.effect == t.Effect })
+}
+
 // sawNodeLocked records the starts of the node's NoExecute taints not seen
 // yet, keeps the earlier start of a taint seen before (a taint refreshed in
 // place keeps its first TimeAdded) and forgets those gone, and returns the
@@ -96,7 +102,7 @@ func (f *firstSights) sawNodeLocked(node *v1.Node, now metav1.Time) []taintSight
 			continue
 		}
 		n++
-		j := slices.IndexFunc(old, func(o taintSight) bool { return o.key == t.Key && o.effect == t.Effect })
+		j := findSight(old, t)
 		same = same && j >= 0 && !start(t, now).Time.Before(old[j].at.Time)
 	}
 	if same && n == len(old) {
@@ -109,7 +115,7 @@ func (f *firstSights) sawNodeLocked(node *v1.Node, now metav1.Time) []taintSight
 			continue
 		}
 		s := taintSight{key: t.Key, effect: t.Effect, at: start(t, now)}
-		if j := slices.IndexFunc(old, func(o taintSight) bool { return o.key == t.Key && o.effect == t.Effect }); j >= 0 && old[j].at.Before(&s.at) {
+		if j := findSight(old, t); j >= 0 && old[j].at.Before(&s.at) {
 			s.at = old[j].at
 		}
 		cur = append(cur, s)
@@ -178,7 +184,7 @@ func (f *firstSights) node(node *v1.Node) *v1.Node {
 		if t.Effect != v1.TaintEffectNoExecute {
 			continue
 		}
-		j := slices.IndexFunc(sights, func(s taintSight) bool { return s.key == t.Key && s.effect == t.Effect })
+		j := findSight(sights, t)
 		if j < 0 || !untimed(t) && !sights[j].at.Before(t.TimeAdded) {
 			continue // as the object says
 		}

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
@@ -29,27 +28,15 @@ func TestRunStandbyRemembersFirstSight(t *testing.T) {
 		pod := boundPod("daemon", "uid-daemon", "node-1", t0, ptr.To(10*time.Second))
 		pod.Status.Conditions = nil // created with its node name: never scheduled
 		client := newFakeAPI(node, pod)
-		oa, ob := leaderOptions("replica-a"), leaderOptions("replica-b")
-		a := start(t, client, oa)
-		synctest.Wait()
-		b := start(t, client, ob)
-		synctest.Wait()
-		require.Equal(t, "replica-a", *lease(t, client).Spec.HolderIdentity)
+		a, b, oa, ob := startPair(t, client)
 		requireValue(t, oa.Registry, 1, app.MetricEvictionsPending)
 
 		time.Sleep(4 * time.Second)
 		assert.NoError(t, a.stop())
-		time.Sleep(time.Duration(float64(ob.RetryPeriod) * (1 + leaderelection.JitterFactor)))
-		synctest.Wait()
-		require.Equal(t, "replica-b", *lease(t, client).Spec.HolderIdentity)
+		waitTakeover(t, client, ob)
 		requireValue(t, ob.Registry, 1, app.MetricEvictionsPending)
 
-		time.Sleep(t0.Add(10*time.Second).Sub(time.Now()) - time.Millisecond)
-		synctest.Wait()
-		assert.True(t, podExists(t, client, "daemon"), "deleted before the deadline")
-		time.Sleep(time.Millisecond)
-		synctest.Wait()
-		assert.False(t, podExists(t, client, "daemon"), "not deleted at the deadline counted from first sight (%s)", t0.Add(10*time.Second))
+		assertDeletedAt(t, client, "daemon", t0.Add(10*time.Second), "the deadline counted from first sight")
 		assert.NoError(t, b.stop())
 	})
 }
@@ -78,12 +65,7 @@ func TestRunRecreatedNodeCountsUntimedTaintAfresh(t *testing.T) {
 		synctest.Wait()
 
 		recreated := t0.Add(25 * time.Second)
-		time.Sleep(recreated.Add(30*time.Second).Sub(time.Now()) - time.Millisecond)
-		synctest.Wait()
-		assert.True(t, podExists(t, client, "web"), "deleted before 30 s from the new node's first sight (%s)", recreated)
-		time.Sleep(time.Millisecond)
-		synctest.Wait()
-		assert.False(t, podExists(t, client, "web"), "not deleted 30 s after the new node's first sight")
+		assertDeletedAt(t, client, "web", recreated.Add(30*time.Second), "30 s from the new node's first sight")
 	})
 }
 
@@ -96,12 +78,7 @@ func TestRunStandbyKeepsDeadlineOfTaintRefreshedInPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		client := newFakeAPI(taintedNode("node-1", t0), boundPod("web", "uid-web", "node-1", t0, ptr.To(10*time.Second)))
-		oa, ob := leaderOptions("replica-a"), leaderOptions("replica-b")
-		a := start(t, client, oa)
-		synctest.Wait()
-		b := start(t, client, ob)
-		synctest.Wait()
-		require.Equal(t, "replica-a", *lease(t, client).Spec.HolderIdentity)
+		a, b, _, ob := startPair(t, client)
 
 		time.Sleep(3 * time.Second)
 		ctx := context.Background()
@@ -114,16 +91,9 @@ func TestRunStandbyKeepsDeadlineOfTaintRefreshedInPlace(t *testing.T) {
 
 		time.Sleep(time.Second)
 		assert.NoError(t, a.stop())
-		time.Sleep(time.Duration(float64(ob.RetryPeriod) * (1 + leaderelection.JitterFactor)))
-		synctest.Wait()
-		require.Equal(t, "replica-b", *lease(t, client).Spec.HolderIdentity)
+		waitTakeover(t, client, ob)
 
-		time.Sleep(t0.Add(10*time.Second).Sub(time.Now()) - time.Millisecond)
-		synctest.Wait()
-		assert.True(t, podExists(t, client, "web"), "deleted before the deadline")
-		time.Sleep(time.Millisecond)
-		synctest.Wait()
-		assert.False(t, podExists(t, client, "web"), "not deleted at the deadline of the taint's first TimeAdded (%s)", t0.Add(10*time.Second))
+		assertDeletedAt(t, client, "web", t0.Add(10*time.Second), "the deadline of the taint's first TimeAdded")
 		assert.NoError(t, b.stop())
 	})
 }

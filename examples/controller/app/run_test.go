@@ -350,6 +350,42 @@ func TestRunShutdownGracePeriodEnds(t *testing.T) {
 	})
 }
 
+// startPair starts replica-a, then replica-b, with leader election, and
+// requires replica-a to lead. It runs in a synctest bubble.
+func startPair(t *testing.T, client kubernetes.Interface) (a, b *running, oa, ob app.Options) {
+	t.Helper()
+	oa, ob = leaderOptions("replica-a"), leaderOptions("replica-b")
+	a = start(t, client, oa)
+	synctest.Wait()
+	b = start(t, client, ob)
+	synctest.Wait()
+	require.Equal(t, "replica-a", *lease(t, client).Spec.HolderIdentity)
+	return a, b, oa, ob
+}
+
+// waitTakeover waits out a retry period of o, jittered by up to
+// JitterFactor more (2 s was not enough: the jitter can take it to 2.2 s),
+// and requires o's replica to lead then. It runs in a synctest bubble.
+func waitTakeover(t *testing.T, client kubernetes.Interface, o app.Options) {
+	t.Helper()
+	time.Sleep(time.Duration(float64(o.RetryPeriod) * (1 + leaderelection.JitterFactor)))
+	synctest.Wait()
+	require.Equal(t, o.Identity, *lease(t, client).Spec.HolderIdentity)
+}
+
+// assertDeletedAt checks that the pod name is still there a millisecond
+// before deadline and gone at it; what says which deadline that is. It
+// runs in a synctest bubble.
+func assertDeletedAt(t *testing.T, client kubernetes.Interface, name string, deadline time.Time, what string) {
+	t.Helper()
+	time.Sleep(time.Until(deadline) - time.Millisecond)
+	synctest.Wait()
+	assert.True(t, podExists(t, client, name), "deleted before %s (%s)", what, deadline)
+	time.Sleep(time.Millisecond)
+	synctest.Wait()
+	assert.False(t, podExists(t, client, name), "not deleted at %s (%s)", what, deadline)
+}
+
 func lease(t *testing.T, client kubernetes.Interface) *coordinationv1.Lease {
 	t.Helper()
 	l, err := client.CoordinationV1().Leases("kube-system").Get(context.Background(), "taintkit-noexecute", metav1.GetOptions{})
@@ -363,12 +399,7 @@ func TestRunLeaderElectionHandover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		client := newFakeAPI(taintedNode("node-1", t0), boundPod("web", "uid-web", "node-1", t0, ptr.To(10*time.Second)))
-		oa, ob := leaderOptions("replica-a"), leaderOptions("replica-b")
-		a := start(t, client, oa)
-		synctest.Wait()
-		b := start(t, client, ob)
-		synctest.Wait()
-		assert.Equal(t, "replica-a", *lease(t, client).Spec.HolderIdentity)
+		a, b, oa, ob := startPair(t, client)
 		requireValue(t, oa.Registry, 1, app.MetricLeader)
 		requireValue(t, oa.Registry, 1, app.MetricEvictionsPending)
 		requireValue(t, ob.Registry, 0, app.MetricLeader)
@@ -377,20 +408,11 @@ func TestRunLeaderElectionHandover(t *testing.T) {
 		assert.NoError(t, a.stop())
 		assert.Empty(t, *lease(t, client).Spec.HolderIdentity, "lease released")
 
-		// A retry period, jittered by up to JitterFactor more, is enough
-		// (2 s was not: the jitter can take it to 2.2 s).
-		time.Sleep(time.Duration(float64(ob.RetryPeriod) * (1 + leaderelection.JitterFactor)))
-		synctest.Wait()
-		assert.Equal(t, "replica-b", *lease(t, client).Spec.HolderIdentity)
+		waitTakeover(t, client, ob)
 		requireValue(t, ob.Registry, 1, app.MetricLeader)
 		requireValue(t, ob.Registry, 1, app.MetricEvictionsPending)
 
-		time.Sleep(t0.Add(10*time.Second).Sub(time.Now()) - time.Millisecond)
-		synctest.Wait()
-		assert.True(t, podExists(t, client, "web"), "deleted before the deadline")
-		time.Sleep(time.Millisecond)
-		synctest.Wait()
-		assert.False(t, podExists(t, client, "web"), "not deleted at the original deadline")
+		assertDeletedAt(t, client, "web", t0.Add(10*time.Second), "the original deadline")
 		assert.NoError(t, b.stop())
 	})
 }

@@ -96,12 +96,11 @@ type input struct {
 	begin     time.Time // requests before it are another test's
 	end       time.Time // the watches' end
 	faults    []FaultWindow
-	lost      map[string]bool        // audit IDs whose answers were lost
-	excused   map[types.UID]bool     // pods the controller said it gave up
-	started   map[string]time.Time   // when replicas started watching, by identity
-	holder    func(time.Time) string // the Lease's holder at a time; set by check
-	agentUser string                 // the controller's user; its writes must be attributed
-	dryRun    bool                   // the controller must write to no pod
+	lost      map[string]bool      // audit IDs whose answers were lost
+	excused   map[types.UID]bool   // pods the controller said it gave up
+	started   map[string]time.Time // when replicas started watching, by identity
+	agentUser string               // the controller's user; its writes must be attributed
+	dryRun    bool                 // the controller must write to no pod
 }
 
 // podLife is one pod UID's history and what was written to it.
@@ -199,7 +198,6 @@ func check(in input) *Report {
 		}
 		return h
 	}
-	in.holder = holder
 
 	for _, r := range in.requests {
 		if r.Received.Before(in.begin) || r.Namespace != in.namespace {
@@ -296,7 +294,7 @@ func check(in input) *Report {
 				fail("never twice: %s after %s, whose answer the server gave and no fault lost", l.writes[i], prev)
 			}
 		}
-		checkLost(in, l, rep, fail)
+		checkLost(in, holder, l, rep, fail)
 	}
 	for id := range replicas {
 		rep.Replicas = append(rep.Replicas, id)
@@ -339,7 +337,7 @@ func refused(l *podLife) int {
 
 // checkLost checks that the pod, whenever it stayed due, got its
 // deletionTimestamp in time, and records the controller's evictions.
-func checkLost(in input, l *podLife, rep *Report, fail func(string, ...any)) {
+func checkLost(in input, holder func(time.Time) string, l *podLife, rep *Report, fail func(string, ...any)) {
 	if l.byCtrl {
 		// Removed before it was seen due: within a first sight's slack
 		// (never early has judged it). Its lateness is then negative.
@@ -389,7 +387,7 @@ func checkLost(in input, l *podLife, rep *Report, fail func(string, ...any)) {
 		if !s.c.hidden.IsZero() {
 			// A leader that started watching after the countdown's
 			// unrecorded start counts it from its own first sight.
-			if p, ok := in.started[in.holder(bound)]; ok && p.After(s.c.hidden) {
+			if p, ok := in.started[holder(bound)]; ok && p.After(s.c.hidden) {
 				bound = bound.Add(p.Sub(s.c.hidden) + firstSightSlack)
 				fault = cmp.Or(fault, "a leader that started watching "+p.Format("15:04:05.000"))
 			}
