@@ -60,7 +60,7 @@ var (
 // startReplica starts the supervisor and returns once the first run waits
 // for the lease, or ctx ends.
 func startReplica(ctx context.Context, name, bin, dir string, args ...string) (*replica, error) {
-	r := &replica{name: name, bin: bin, args: args, dir: dir, done: make(chan struct{})}
+	r := &replica{name: name, bin: bin, args: args, dir: dir, starts: map[string]time.Time{}, done: make(chan struct{})}
 	first, err := r.start()
 	if err != nil {
 		return nil, err
@@ -130,9 +130,6 @@ func (r *replica) scan(rd io.Reader, w io.Writer, started chan struct{}) {
 		}
 		if m := waitingLine.FindStringSubmatch(line); m != nil {
 			r.identity = m[1]
-			if r.starts == nil {
-				r.starts = map[string]time.Time{}
-			}
 			r.starts[m[1]] = r.since
 		}
 		if r.metrics != "" && r.identity != "" {
