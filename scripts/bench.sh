@@ -29,5 +29,5 @@ run timedqueue-lateness ./timedqueue/ 'Lateness' 1x
 # (bench/upstream requires k8s.io/kubernetes; the root module does not).
 (cd bench/upstream && go test -run '^$' -bench . -benchmem -count "$count" . | tee "../../$out/upstream.txt" >/dev/null)
 benchstat -col /impl "$out/upstream.txt" > "$out/upstream.stat" || true
-go test -run '^$' -bench 'EvictAll/nodes=5000' -benchtime 1x -count 3 ./examples/noexecute/manager/ | tee "$out/noexecute-scale.txt" >/dev/null
+go test -run '^$' -bench 'EvictAll/nodes=5000' -benchtime 1x -count 3 ./examples/internal/manager/ | tee "$out/noexecute-scale.txt" >/dev/null
 echo "results in $out/ (*.stat are the benchstat summaries)" >&2

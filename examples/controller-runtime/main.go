@@ -18,7 +18,7 @@ import (
 
 	"github.com/taintkit/taintkit/examples/controller-runtime/expiry"
 	"github.com/taintkit/taintkit/examples/controller-runtime/noexecute"
-	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
 func main() {

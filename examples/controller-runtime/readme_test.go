@@ -20,7 +20,7 @@ import (
 	"github.com/taintkit/taintkit/examples/controller-runtime/expiry"
 	"github.com/taintkit/taintkit/examples/controller-runtime/internal/testenv"
 	"github.com/taintkit/taintkit/examples/controller-runtime/noexecute"
-	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
 // The root README's "Using it with controller-runtime" quotes the body of

@@ -1,5 +1,5 @@
 // Command controller is the NoExecute taint manager of
-// examples/noexecute/manager as a deployable Kubernetes controller: it
+// examples/internal/manager as a deployable Kubernetes controller: it
 // evicts pods from nodes with NoExecute taints they do not tolerate, with
 // leader election among its replicas, Prometheus metrics behind the API
 // server's authentication and authorization, and health probes. See

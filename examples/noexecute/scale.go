@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/taintkit/taintkit/examples/noexecute/scale"
+	"github.com/taintkit/taintkit/examples/internal/scale"
 )
 
 // runScale taints nodes carrying podsPerNode untolerating pods each, all at

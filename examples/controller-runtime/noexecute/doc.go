@@ -1,5 +1,5 @@
 // Package noexecute runs the NoExecute taint manager of
-// examples/noexecute/manager as a controller-runtime [manager.Runnable]
+// examples/internal/manager as a controller-runtime [manager.Runnable]
 // that needs leader election: the same behaviour as examples/controller
 // (evictions at the end of each toleration, DisruptionTarget, deletion with
 // a UID precondition, events, taintkit_* metrics, countdowns that a new

@@ -28,7 +28,7 @@ import (
 
 	"github.com/taintkit/taintkit/examples/controller-runtime/internal/testenv"
 	"github.com/taintkit/taintkit/examples/controller-runtime/noexecute"
-	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
 // harness is one test's namespace on the shared API server, and an admin

@@ -17,7 +17,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
 // DefaultName is the default of [Runnable.Name].
@@ -36,7 +36,7 @@ var (
 	_ ctrlmanager.LeaderElectionRunnable = (*Runnable)(nil)
 )
 
-// Runnable runs the NoExecute taint manager of examples/noexecute/manager
+// Runnable runs the NoExecute taint manager of examples/internal/manager
 // in a controller-runtime manager, only while that manager leads. Set its
 // fields, then call SetupWithManager once, before the manager starts;
 // controller-runtime calls Start once the caches have synced and this

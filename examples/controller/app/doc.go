@@ -1,5 +1,5 @@
 // Package app is the NoExecute taint controller: the manager of
-// examples/noexecute/manager wired to a Kubernetes API server with
+// examples/internal/manager wired to a Kubernetes API server with
 // client-go, as cmd packages wire controllers.
 //
 // [Run] starts shared informers for nodes and pods (the pods indexed by

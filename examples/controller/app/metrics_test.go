@@ -16,7 +16,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
-	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 	"github.com/taintkit/taintkit/sharding"
 	"github.com/taintkit/taintkit/timedqueue"
 )

@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
-	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
 // Component is the controller's name: the source of its events and the
@@ -42,7 +42,7 @@ var errGraceExpired = errors.New("app: shutdown grace period expired")
 // starts), binds the metrics and health servers, starts shared informers
 // for nodes and pods with cfg's credentials (QPS and burst set from o, the
 // User-Agent to [UserAgent] of o.Identity; cfg itself is not changed), and
-// once their caches are synced (/readyz turns 200) runs the manager of examples/noexecute/manager: at once, or
+// once their caches are synced (/readyz turns 200) runs the manager of examples/internal/manager: at once, or
 // with o.LeaderElect only while this replica holds the Lease.
 //
 // When ctx is done Run stops the manager, lets evictions already in flight

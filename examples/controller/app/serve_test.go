@@ -30,7 +30,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
-	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
 func get(t *testing.T, url string) (int, string) {

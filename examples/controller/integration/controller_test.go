@@ -37,7 +37,7 @@ import (
 	"github.com/taintkit/taintkit/examples/controller/app"
 	"github.com/taintkit/taintkit/examples/controller/internal/oracle"
 	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
-	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
 // The controller's ServiceAccount and Lease, as deploy/ names them.

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/taintkit/taintkit/examples/noexecute/cluster"
-	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/examples/internal/cluster"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
 // Tests of pods deleted and recreated under the same name on another node,

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/taintkit/taintkit/examples/noexecute/cluster"
-	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/examples/internal/cluster"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
 // Tests that Pending shows what the eviction queue recorded of each attempt:

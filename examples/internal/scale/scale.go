@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/taintkit/taintkit/examples/noexecute/cluster"
-	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/examples/internal/cluster"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 	"github.com/taintkit/taintkit/tolerations"
 )
 

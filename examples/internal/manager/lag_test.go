@@ -17,8 +17,8 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/taintkit/taintkit/examples/noexecute/cluster"
-	"github.com/taintkit/taintkit/examples/noexecute/manager"
+	"github.com/taintkit/taintkit/examples/internal/cluster"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
 // laggingPods is an informer's pod cache that can fall behind: while held,

@@ -18,7 +18,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/taintkit/taintkit/examples/noexecute/cluster"
+	"github.com/taintkit/taintkit/examples/internal/cluster"
 )
 
 var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)

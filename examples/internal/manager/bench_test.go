@@ -9,7 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/ptr"
 
-	"github.com/taintkit/taintkit/examples/noexecute/scale"
+	"github.com/taintkit/taintkit/examples/internal/scale"
 )
 
 // BenchmarkEvictAll taints every node of a cluster at once, with pods that
@@ -23,7 +23,7 @@ import (
 // once done (the run's heap left minus the replay's), and the replay's rate,
 // the cluster's own bound. -short runs only the small size.
 //
-//	go test -run '^$' -bench 'EvictAll/nodes=5000' -benchtime 1x -count 3 ./examples/noexecute/manager/
+//	go test -run '^$' -bench 'EvictAll/nodes=5000' -benchtime 1x -count 3 ./examples/internal/manager/
 //
 // What the profiles of 5,000 nodes × 100 pods showed (issue 12: 670 MiB,
 // 1.4 KB a pod, and 45k pods/s, measured as peak minus base), and what was
