@@ -7,22 +7,38 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
 
-// Countdowns decides evictions as [Matcher.Decide] does, and remembers when
-// it first saw each start that Kubernetes did not record: a NoExecute taint
-// with no TimeAdded (by node and taint key), a pod with no PodScheduled time
-// (by namespace and name, told apart by UID and node). Deciding again gives
-// the same deadline, and the eviction comes; [Decide] alone counts an unknown
-// start from each call's now, so a caller deciding on every update never
-// evicts.
+// Countdowns decides evictions as [Matcher.Decide] does, from a memory of
+// what the objects alone do not say, so that deciding again gives the same
+// deadline and the eviction comes. It remembers:
 //
-// It is safe for concurrent use by multiple goroutines. It keeps a few dozen
-// bytes per node with such a taint and per such pod with a countdown, and
-// gives them back as they are forgotten. The zero value is not usable; call
-// [NewCountdowns].
+//   - the start of each NoExecute taint on a node: the first sight of a taint
+//     with no TimeAdded, or the earliest TimeAdded of a taint refreshed in
+//     place (the same key and effect, a later TimeAdded: it never left). A
+//     taint is forgotten when an update of its node no longer has it;
+//   - the first sight of a pod on its node (by UID) when it has no
+//     PodScheduled time;
+//   - each pod's deadline and the taint it ends the countdown of. A deadline
+//     moves later only when that taint leaves the node or the pod is another
+//     pod (a new UID, or another node): a longer toleration does not postpone
+//     an eviction, as Kubernetes keeps its first schedule, while a shorter one
+//     or a stricter taint brings it earlier.
+//
+// Feed it every node and pod update ([Countdowns.ObserveNode],
+// [Countdowns.ObservePod], [Countdowns.ObservePodDeleted],
+// [Countdowns.ForgetNode]) from the moment the informers start, whether or
+// not this replica leads: a standby that takes over then decides the
+// deadlines the old leader had, give or take an informer's delivery. The
+// replica that acts decides with [Countdowns.Decide], which observes too.
+//
+// It is safe for concurrent use by multiple goroutines. It keeps a few words
+// per node with a NoExecute taint and 40 bytes per pod with a countdown or
+// with no PodScheduled time, and gives them back as they are forgotten. The
+// zero value is not usable; call [NewCountdowns].
 type Countdowns struct {
 	clock   clock.PassiveClock
 	matcher Matcher
@@ -31,7 +47,7 @@ type Countdowns struct {
 	pods  [stripes]podStripe
 	nodes [stripes]nodeStripe
 	// podCount and nodeCount are the entries of all stripes: at zero, a
-	// decision that needs nothing remembered takes no lock.
+	// call that needs nothing remembered takes no lock.
 	podCount, nodeCount atomic.Int64
 }
 
@@ -43,34 +59,27 @@ const stripes = 32
 // podStripe holds the pods whose key hashes to it.
 type podStripe struct {
 	mu   sync.Mutex
-	m    map[uint64]podSeen // by podKey
+	m    map[uint64]podMemory // by podKey
 	peak int
 	_    [40]byte // keep stripes' mutexes off each other's cache lines
 }
 
-// podSeen is when a pod was first seen with a countdown. With the key's
-// hash for a key, a map slot takes 24 bytes; two keys, or two pods under one
-// key, collide with probability 2⁻⁶⁴, and then one pod counts from the
-// other's first sight.
-type podSeen struct {
-	id uint64 // podID of the pod's UID and node
-	at int64  // Unix nanoseconds, enough for any clock reading from 1678 to 2262
+// podMemory is what is remembered of a pod. With the key's hash for a key,
+// a map slot takes 40 bytes; two keys, or two pods under one key, collide
+// with probability 2⁻⁶⁴, and then one pod counts from the other's memory.
+type podMemory struct {
+	id    uint64 // podID of the pod's UID and node
+	seen  int64  // first sight on the node in Unix nanoseconds; 0: it has a PodScheduled time
+	taint uint64 // taintID of the taint whose countdown ends at at
+	at    int64  // the pod's deadline in Unix nanoseconds; 0: none
 }
 
 // nodeStripe holds the nodes whose name hashes to it.
 type nodeStripe struct {
 	mu   sync.Mutex
-	m    map[string][]taintSeen // never modified once stored: readers use it unlocked
+	m    map[string][]v1.Taint // never modified once stored: readers use it unlocked
 	peak int
 	_    [40]byte
-}
-
-// taintSeen is when a NoExecute taint with no TimeAdded was first seen on a
-// node. Kubernetes allows one taint per key and effect, so among a node's
-// NoExecute taints the key is enough.
-type taintSeen struct {
-	key string
-	at  time.Time
 }
 
 // NewCountdowns returns a Countdowns that matches as m does and reads the
@@ -81,60 +90,79 @@ func NewCountdowns(clk clock.PassiveClock, m Matcher) *Countdowns {
 	}
 	c := &Countdowns{clock: clk, matcher: m, seed: maphash.MakeSeed()}
 	for i := range stripes {
-		c.pods[i].m = make(map[uint64]podSeen)
-		c.nodes[i].m = make(map[string][]taintSeen)
+		c.pods[i].m = make(map[uint64]podMemory)
+		c.nodes[i].m = make(map[string][]v1.Taint)
 	}
 	return c
 }
 
-// Decide decides for pod on node at the clock's now, as [Matcher.Decide]
-// does, counting an unknown taint start from the first call that saw the
-// taint on node, and an unknown pod start from the first call that gave the
-// pod a countdown (Action not Never, Untolerated false). It forgets the
-// taints it no longer sees on node, and the pod when it decides Never, when
-// the pod has a PodScheduled time, or when node is nil (deleted), which
-// decides Never. Call it on every update of a pod and of its node; it
-// allocates only when a node's set of unknown taints changes.
-func (c *Countdowns) Decide(node *v1.Node, pod *v1.Pod) Decision {
-	return c.decide(node, pod, true)
+// ObserveNode records the starts of node's NoExecute taints not seen before,
+// keeps the earlier start of those seen before, and forgets those gone (the
+// whole node when it has none). Call it on every add and update of a node.
+// It reports whether the node's NoExecute taints changed: then call
+// [Countdowns.ObservePod] for each pod on the node, so that their deadlines
+// are remembered from now on, as the replica that acts decides them. It
+// allocates only when they changed.
+func (c *Countdowns) ObserveNode(node *v1.Node) (changed bool) {
+	if node == nil {
+		return false
+	}
+	now := c.clock.Now()
+	if now.IsZero() {
+		return false
+	}
+	_, changed = c.observeNode(node, now)
+	return changed
 }
 
-// Recheck decides as [Countdowns.Decide] does from what c remembers, but
-// records and forgets nothing: an unknown start c has not seen counts as now.
-// It is for a scheduled eviction that checks, when it fires, that the pod is
-// still due, while handlers of newer updates may be calling Decide.
-func (c *Countdowns) Recheck(node *v1.Node, pod *v1.Pod) Decision {
-	return c.decide(node, pod, false)
-}
-
-// ForgetPod forgets the pod named namespace/name; call it when the pod is
-// deleted. A pod created later under the name counts from its own first
-// sight even if it is not called.
-func (c *Countdowns) ForgetPod(namespace, name string) {
-	if c.podCount.Load() == 0 {
+// ObservePod records the first sight of pod on its node if it has no
+// PodScheduled time, and, if its node has NoExecute taints, its deadline, as
+// [Countdowns.Decide] would. A pod with no node name is forgotten. Call it on
+// every add and update of a pod; it does not allocate.
+func (c *Countdowns) ObservePod(pod *v1.Pod) {
+	if pod == nil {
 		return
 	}
-	c.forgetPod(c.podKey(namespace, name))
-}
-
-// ForgetNode forgets the taints of the node named name; call it when the
-// node is deleted. Its pods are forgotten by ForgetPod, or by Decide.
-func (c *Countdowns) ForgetNode(name string) {
-	if c.nodeCount.Load() == 0 {
+	if pod.Spec.NodeName == "" {
+		c.ForgetPod(pod.Namespace, pod.Name)
 		return
 	}
-	st := &c.nodes[maphash.String(c.seed, name)%stripes]
+	now := c.clock.Now()
+	if now.IsZero() {
+		return
+	}
+	taints := c.rememberedTaints(pod.Spec.NodeName)
+	if len(taints) == 0 && c.podCount.Load() == 0 {
+		if _, known := PodBoundAt(pod); known {
+			return // the common case: nothing to remember, nothing to forget
+		}
+	}
+	c.decidePod(pod.Spec.NodeName, taints, nil, pod, now, true)
+}
+
+// ObservePodDeleted forgets pod, unless what is remembered under its
+// namespace and name is another pod's (a new UID). Call it on every delete
+// of a pod.
+func (c *Countdowns) ObservePodDeleted(pod *v1.Pod) {
+	if pod == nil || c.podCount.Load() == 0 {
+		return
+	}
+	key, id := c.podKey(pod.Namespace, pod.Name), c.podID(pod.UID, pod.Spec.NodeName)
+	st := c.podStripe(key)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	c.forgetNodeLocked(st, name)
+	if e, ok := st.m[key]; ok && e.id == id {
+		c.forgetPodLocked(st, key)
+	}
 }
 
-// Len returns how many pods and nodes c remembers a first sight for.
-func (c *Countdowns) Len() (pods, nodes int) {
-	return int(c.podCount.Load()), int(c.nodeCount.Load())
-}
-
-func (c *Countdowns) decide(node *v1.Node, pod *v1.Pod, record bool) Decision {
+// Decide observes node and pod ([Countdowns.ObserveNode],
+// [Countdowns.ObservePod]) and decides for pod on node at the clock's now, as
+// [Matcher.Decide] does, with every start and deadline remembered. A nil
+// node (deleted) decides Never and forgets the pod. Deciding again with
+// nothing changed gives the same decision; once everything is remembered,
+// Decide does not allocate.
+func (c *Countdowns) Decide(node *v1.Node, pod *v1.Pod) Decision {
 	if pod == nil {
 		return Decision{}
 	}
@@ -143,35 +171,163 @@ func (c *Countdowns) decide(node *v1.Node, pod *v1.Pod, record bool) Decision {
 		return Decision{} // as Matcher.Decide: refuse to evict, and keep what is remembered
 	}
 	if node == nil {
-		if record {
-			c.ForgetPod(pod.Namespace, pod.Name)
-		}
+		c.ObservePodDeleted(pod)
 		return Decision{}
 	}
-	var seen []taintSeen
-	if record {
-		seen = c.observeTaints(node.Name, node.Spec.Taints, now)
-	} else {
-		seen = c.rememberedTaints(node.Name)
+	remembered, _ := c.observeNode(node, now)
+	return c.decidePod(node.Name, node.Spec.Taints, remembered, pod, now, true)
+}
+
+// Recheck decides as [Countdowns.Decide] does from what c remembers, but
+// records and forgets nothing: a start c has not seen counts as now. It is
+// for a scheduled eviction that checks, when it fires, that the pod is still
+// due, while handlers of newer updates may be observing.
+func (c *Countdowns) Recheck(node *v1.Node, pod *v1.Pod) Decision {
+	if node == nil || pod == nil {
+		return Decision{}
 	}
-	boundAt, known := PodBoundAt(pod)
-	remembered := false
-	if !known && c.podCount.Load() > 0 {
-		if at, ok := c.rememberedPod(c.podKey(pod.Namespace, pod.Name), c.podID(pod.UID, node.Name)); ok {
-			boundAt, remembered = time.Unix(0, at).In(now.Location()), true
-		}
+	now := c.clock.Now()
+	if now.IsZero() {
+		return Decision{}
 	}
-	d := c.matcher.decide(node.Spec.Taints, pod.Spec.Tolerations, boundAt, now, seen)
+	return c.decidePod(node.Name, node.Spec.Taints, c.rememberedTaints(node.Name), pod, now, false)
+}
+
+// ForgetPod forgets the pod named namespace/name, whichever pod it is. A pod
+// created later under the name counts from its own first sight even if it
+// is not called. [Countdowns.ObservePodDeleted] is the safer call for a
+// delete event: it keeps a newer pod's memory.
+func (c *Countdowns) ForgetPod(namespace, name string) {
+	if c.podCount.Load() == 0 {
+		return
+	}
+	key := c.podKey(namespace, name)
+	st := c.podStripe(key)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c.forgetPodLocked(st, key)
+}
+
+// ForgetNode forgets the taints of the node named name; call it when the
+// node is deleted. A node created again under the name counts its taints
+// from their first sight on it.
+func (c *Countdowns) ForgetNode(name string) {
+	if c.nodeCount.Load() == 0 {
+		return
+	}
+	st := c.nodeStripe(name)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c.forgetNodeLocked(st, name)
+}
+
+// Len returns how many pods and nodes c remembers something of.
+func (c *Countdowns) Len() (pods, nodes int) {
+	return int(c.podCount.Load()), int(c.nodeCount.Load())
+}
+
+// decidePod decides for pod on the node named node, whose taints are taints
+// and whose NoExecute taints' starts are in remembered (nil: taints'
+// TimeAdded are the starts), applying the rule for moving a deadline. With
+// record, it records what it decided (or forgets the pod if there is nothing
+// to remember). The pod's entry is read and written under its stripe's lock,
+// so that concurrent observers never lose each other's writes.
+func (c *Countdowns) decidePod(node string, taints, remembered []v1.Taint, pod *v1.Pod, now time.Time, record bool) Decision {
+	if !record && c.podCount.Load() == 0 {
+		d, _ := c.decideFor(podMemory{}, taints, remembered, pod, now)
+		return d
+	}
+	key := c.podKey(pod.Namespace, pod.Name)
+	st := c.podStripe(key)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	e, ok := st.m[key]
+	if id := c.podID(pod.UID, node); !ok || e.id != id {
+		e = podMemory{id: id} // another pod's memory (or that of this pod on another node) does not count
+	}
+	d, e := c.decideFor(e, taints, remembered, pod, now)
 	if !record {
 		return d
 	}
-	switch countdown := d.Action != Never && !d.Untolerated; {
-	case !known && countdown && !remembered:
-		c.rememberPod(c.podKey(pod.Namespace, pod.Name), c.podID(pod.UID, node.Name), now.UnixNano())
-	case known || !countdown:
-		c.ForgetPod(pod.Namespace, pod.Name)
+	switch {
+	case e.seen == 0 && e.at == 0:
+		if ok {
+			c.forgetPodLocked(st, key)
+		}
+	case !ok:
+		c.podCount.Add(1)
+		fallthrough
+	default:
+		st.m[key] = e
+		st.peak = max(st.peak, len(st.m))
 	}
 	return d
+}
+
+// decideFor decides for pod from its memory e and returns the decision and
+// what to remember of the pod now.
+func (c *Countdowns) decideFor(e podMemory, taints, remembered []v1.Taint, pod *v1.Pod, now time.Time) (Decision, podMemory) {
+	boundAt, known := PodBoundAt(pod)
+	switch {
+	case known:
+		e.seen = 0
+	case e.seen != 0:
+		boundAt = time.Unix(0, e.seen).In(now.Location())
+	default:
+		e.seen = now.UnixNano() // its first sight
+	}
+	d, due := c.matcher.decide(taints, pod.Spec.Tolerations, boundAt, now, remembered)
+	if d.Action == Never {
+		e.taint, e.at = 0, 0
+		return d, e
+	}
+	if e.at != 0 && e.at < d.At.UnixNano() {
+		if i := c.findTaintID(taints, remembered, e.taint); i >= 0 {
+			// The earlier deadline ends the countdown of a taint still on
+			// the node: it stands.
+			d.At = time.Unix(0, e.at).In(now.Location())
+			if !d.Untolerated {
+				d.Taint = taints[i]
+			}
+			if !d.At.After(now) {
+				d.Action = EvictNow
+			}
+			return d, e
+		}
+	}
+	e.taint, e.at = c.taintID(&taints[due], remembered), d.At.UnixNano()
+	return d, e
+}
+
+// taintIdentity is a NoExecute taint on a node: its key and effect, as
+// v1.Taint.MatchTaint tells taints apart, and its start. A taint that leaves
+// the node and comes back has a new start, so it is another taint.
+type taintIdentity struct {
+	key    string
+	effect v1.TaintEffect
+	start  int64
+}
+
+// taintID returns the hash of taint's identity, its start taken from
+// remembered as [Matcher.decide] takes it. Two taints collide with
+// probability 2⁻⁶⁴.
+func (c *Countdowns) taintID(taint *v1.Taint, remembered []v1.Taint) uint64 {
+	var start int64
+	if s := taintStart(taint, remembered); !s.IsZero() {
+		start = s.UnixNano()
+	}
+	return maphash.Comparable(c.seed, taintIdentity{taint.Key, taint.Effect, start})
+}
+
+// findTaintID returns the index in taints of the NoExecute taint whose
+// taintID is id, or -1.
+func (c *Countdowns) findTaintID(taints, remembered []v1.Taint, id uint64) int {
+	for i := range taints {
+		if taints[i].Effect == v1.TaintEffectNoExecute && c.taintID(&taints[i], remembered) == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // podKey identifies a pod by namespace and name.
@@ -192,35 +348,11 @@ func (c *Countdowns) podID(uid types.UID, node string) uint64 {
 
 func (c *Countdowns) podStripe(key uint64) *podStripe { return &c.pods[key%stripes] }
 
-func (c *Countdowns) rememberedPod(key, id uint64) (int64, bool) {
-	st := c.podStripe(key)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	e, ok := st.m[key]
-	return e.at, ok && e.id == id
+func (c *Countdowns) nodeStripe(name string) *nodeStripe {
+	return &c.nodes[maphash.String(c.seed, name)%stripes]
 }
 
-// rememberPod records at as the first sight of the pod key with identity
-// id, unless a concurrent call recorded that pod first.
-func (c *Countdowns) rememberPod(key, id uint64, at int64) {
-	st := c.podStripe(key)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	e, ok := st.m[key]
-	if ok && e.id == id {
-		return
-	}
-	if !ok {
-		c.podCount.Add(1)
-	}
-	st.m[key] = podSeen{id: id, at: at}
-	st.peak = max(st.peak, len(st.m))
-}
-
-func (c *Countdowns) forgetPod(key uint64) {
-	st := c.podStripe(key)
-	st.mu.Lock()
-	defer st.mu.Unlock()
+func (c *Countdowns) forgetPodLocked(st *podStripe, key uint64) {
 	if _, ok := st.m[key]; !ok {
 		return
 	}
@@ -229,79 +361,102 @@ func (c *Countdowns) forgetPod(key uint64) {
 	st.m = rebuildIfShrunk(st.m, &st.peak)
 }
 
-// observeTaints returns the first sights of the NoExecute taints with no
-// TimeAdded among taints, the node's: remembered, or now for a taint not
-// seen before. Remembered taints no longer there are forgotten.
-func (c *Countdowns) observeTaints(node string, taints []v1.Taint, now time.Time) []taintSeen {
-	unknown := 0
-	for i := range taints {
-		if taints[i].Effect == v1.TaintEffectNoExecute && taints[i].TimeAdded == nil {
-			unknown++
+// observeNode records node's NoExecute taints (see ObserveNode), returns
+// them as remembered (copies whose TimeAdded is their start) and reports
+// whether they changed.
+func (c *Countdowns) observeNode(node *v1.Node, now time.Time) ([]v1.Taint, bool) {
+	n := 0
+	for i := range node.Spec.Taints {
+		if node.Spec.Taints[i].Effect == v1.TaintEffectNoExecute {
+			n++
 		}
 	}
-	if unknown == 0 && c.nodeCount.Load() == 0 {
-		return nil
+	if n == 0 && c.nodeCount.Load() == 0 {
+		return nil, false
 	}
-	st := &c.nodes[maphash.String(c.seed, node)%stripes]
+	st := c.nodeStripe(node.Name)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if unknown == 0 {
-		c.forgetNodeLocked(st, node)
-		return nil
+	if n == 0 {
+		return nil, c.forgetNodeLocked(st, node.Name)
 	}
-	old := st.m[node]
-	same := len(old) == unknown
-	for i := 0; same && i < len(taints); i++ {
-		t := &taints[i]
-		same = t.Effect != v1.TaintEffectNoExecute || t.TimeAdded != nil || findTaint(old, t.Key) >= 0
+	old := st.m[node.Name]
+	if unchanged(old, node.Spec.Taints, n) {
+		return old, false // the common case: nothing new, nothing gone, nothing earlier
 	}
-	if same {
-		return old // the common case: nothing new, nothing gone
-	}
-	seen := make([]taintSeen, 0, unknown)
-	for i := range taints {
-		t := &taints[i]
-		if t.Effect != v1.TaintEffectNoExecute || t.TimeAdded != nil {
+	cur := make([]v1.Taint, 0, n)
+	starts := make([]metav1.Time, n)
+	for i := range node.Spec.Taints {
+		t := node.Spec.Taints[i]
+		if t.Effect != v1.TaintEffectNoExecute {
 			continue
 		}
-		at := now
-		if j := findTaint(old, t.Key); j >= 0 {
-			at = old[j].at
+		start := now
+		if t.TimeAdded != nil && !t.TimeAdded.IsZero() {
+			start = t.TimeAdded.Time
 		}
-		seen = append(seen, taintSeen{key: t.Key, at: at})
+		if j := findTaint(old, t.Key, t.Effect); j >= 0 && old[j].TimeAdded.Time.Before(start) {
+			start = old[j].TimeAdded.Time
+		}
+		starts[len(cur)] = metav1.Time{Time: start}
+		t.TimeAdded = &starts[len(cur)]
+		cur = append(cur, t)
 	}
 	if old == nil {
 		c.nodeCount.Add(1)
 	}
-	st.m[node] = seen
+	st.m[node.Name] = cur
 	st.peak = max(st.peak, len(st.m))
-	return seen
+	return cur, true
 }
 
-// rememberedTaints returns the remembered first sights of node's taints.
-func (c *Countdowns) rememberedTaints(node string) []taintSeen {
+// unchanged reports whether old, a node's remembered NoExecute taints,
+// still stand for taints, which have n NoExecute taints: the same keys,
+// effects and values, none with a TimeAdded earlier than remembered.
+func unchanged(old, taints []v1.Taint, n int) bool {
+	if len(old) != n {
+		return false
+	}
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect != v1.TaintEffectNoExecute {
+			continue
+		}
+		j := findTaint(old, t.Key, t.Effect)
+		if j < 0 || old[j].Value != t.Value || t.TimeAdded != nil && !t.TimeAdded.IsZero() && t.TimeAdded.Time.Before(old[j].TimeAdded.Time) {
+			return false
+		}
+	}
+	return true
+}
+
+// rememberedTaints returns the remembered NoExecute taints of node.
+func (c *Countdowns) rememberedTaints(node string) []v1.Taint {
 	if c.nodeCount.Load() == 0 {
 		return nil
 	}
-	st := &c.nodes[maphash.String(c.seed, node)%stripes]
+	st := c.nodeStripe(node)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.m[node]
 }
 
-func (c *Countdowns) forgetNodeLocked(st *nodeStripe, node string) {
+// forgetNodeLocked forgets node and reports whether it was remembered.
+func (c *Countdowns) forgetNodeLocked(st *nodeStripe, node string) bool {
 	if _, ok := st.m[node]; !ok {
-		return
+		return false
 	}
 	delete(st.m, node)
 	c.nodeCount.Add(-1)
 	st.m = rebuildIfShrunk(st.m, &st.peak)
+	return true
 }
 
-// findTaint returns the index of the taint with key in seen, or -1.
-func findTaint(seen []taintSeen, key string) int {
-	for i := range seen {
-		if seen[i].key == key {
+// findTaint returns the index of the taint with key and effect in taints,
+// or -1. Kubernetes allows one taint per key and effect.
+func findTaint(taints []v1.Taint, key string, effect v1.TaintEffect) int {
+	for i := range taints {
+		if taints[i].Key == key && taints[i].Effect == effect {
 			return i
 		}
 	}

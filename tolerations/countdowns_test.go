@@ -83,9 +83,9 @@ func TestCountdownsForget(t *testing.T) {
 			{after: 50 * time.Second, do: decide(node, pod), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
 			{after: 50 * time.Second, do: decide(node, pod), pods: 1, nodes: 1, action: tolerations.EvictNow, at: 100 * time.Second},
 		}},
-		{"the taint goes and comes back: a new countdown", []step{
+		{"the taint goes and comes back: a new countdown; the pod's first sight stays", []step{
 			{do: decide(node, pod), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
-			{after: 10 * time.Second, do: decide(unknownNode("n1"), pod), pods: 0, nodes: 0, action: tolerations.Never},
+			{after: 10 * time.Second, do: decide(unknownNode("n1"), pod), pods: 1, nodes: 0, action: tolerations.Never},
 			{after: 10 * time.Second, do: decide(node, pod), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 120 * time.Second},
 		}},
 		{"one of two taints goes: the other keeps its first sight", []step{
@@ -94,9 +94,10 @@ func TestCountdownsForget(t *testing.T) {
 			{after: 10 * time.Second, do: decide(unknownNode("n1", "a", "b"), pod), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
 		}},
 		{"ForgetNode: the taint counts afresh", []step{
-			{do: decide(node, boundPod("p", "u1", "n1", 100, t0.Add(-time.Hour))), pods: 0, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
-			{after: 10 * time.Second, do: forgetNode, pods: 0, nodes: 0, action: none},
-			{do: decide(node, boundPod("p", "u1", "n1", 100, t0.Add(-time.Hour))), pods: 0, nodes: 1, action: tolerations.EvictAt, at: 110 * time.Second},
+			{do: decide(node, boundPod("p", "u1", "n1", 100, t0.Add(-time.Hour))), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
+			{after: 10 * time.Second, do: forgetNode, pods: 1, nodes: 0, action: none},
+			// A taint forgotten is another taint: the deadline of the old one does not stand.
+			{do: decide(node, boundPod("p", "u1", "n1", 100, t0.Add(-time.Hour))), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 110 * time.Second},
 		}},
 		{"ForgetPod: the pod counts afresh", []step{
 			{do: decide(node, pod), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
@@ -113,28 +114,41 @@ func TestCountdownsForget(t *testing.T) {
 			// n2's taint has a TimeAdded long ago: the pod's start counts.
 			{after: 10 * time.Second, do: decide(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}, Spec: v1.NodeSpec{Taints: []v1.Taint{
 				{Key: "a", Effect: v1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: t0.Add(-time.Hour)}},
-			}}}, unboundPod("p", "u1", "n2", 100)), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 110 * time.Second},
+			}}}, unboundPod("p", "u1", "n2", 100)), pods: 1, nodes: 2, action: tolerations.EvictAt, at: 110 * time.Second},
 		}},
-		{"tolerated forever: forgotten, and a later countdown is new", []step{
+		{"tolerated forever: the deadline is forgotten; both starts stay", []step{
 			{do: decide(node, pod), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
-			{after: 10 * time.Second, do: decide(node, unboundPod("p", "u1", "n1", -1)), pods: 0, nodes: 1, action: tolerations.Never},
-			{after: 10 * time.Second, do: decide(node, pod), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 120 * time.Second},
+			{after: 10 * time.Second, do: decide(node, unboundPod("p", "u1", "n1", -1)), pods: 1, nodes: 1, action: tolerations.Never},
+			// Neither the taint nor the pod left: the countdown runs from their starts.
+			{after: 10 * time.Second, do: decide(node, pod), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
 		}},
-		{"untolerated: nothing to remember of the pod", []step{
-			{do: decide(node, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p", UID: "u1"}}), pods: 0, nodes: 1, action: tolerations.EvictNow},
+		{"untolerated: due from the pod's first sight, however often decided", []step{
+			{do: decide(node, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p", UID: "u1"}, Spec: v1.PodSpec{NodeName: "n1"}}), pods: 1, nodes: 1, action: tolerations.EvictNow},
+			{after: 10 * time.Second, do: decide(node, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p", UID: "u1"}, Spec: v1.PodSpec{NodeName: "n1"}}), pods: 1, nodes: 1, action: tolerations.EvictNow},
 		}},
-		{"a PodScheduled time, once there, replaces first sight", []step{
+		{"a later PodScheduled time does not postpone the deadline", []step{
 			{do: decide(node, pod), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
-			{after: 10 * time.Second, do: decide(node, boundPod("p", "u1", "n1", 100, t0.Add(5*time.Second))), pods: 0, nodes: 1, action: tolerations.EvictAt, at: 105 * time.Second},
+			{after: 10 * time.Second, do: decide(node, boundPod("p", "u1", "n1", 100, t0.Add(5*time.Second))), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
+		}},
+		{"an earlier PodScheduled time brings it earlier", []step{
+			{do: decide(unknownNode("n1", "a"), pod), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
+			{after: 10 * time.Second, do: decide(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: v1.NodeSpec{Taints: []v1.Taint{
+				{Key: "a", Effect: v1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: t0.Add(-time.Hour)}},
+			}}}, boundPod("p", "u1", "n1", 100, t0.Add(-5*time.Second))), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 95 * time.Second},
 		}},
 		{"no node: Never, and the pod is forgotten", []step{
 			{do: decide(node, pod), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
 			{after: 10 * time.Second, do: decide(nil, pod), pods: 0, nodes: 1, action: tolerations.Never},
 		}},
-		{"a TimeAdded is not remembered", []step{
+		{"recorded times: the taint's start and the pod's deadline", []step{
 			{do: decide(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: v1.NodeSpec{Taints: []v1.Taint{
 				{Key: "a", Effect: v1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: t0}},
-			}}}, boundPod("p", "u1", "n1", 100, t0)), pods: 0, nodes: 0, action: tolerations.EvictAt, at: 100 * time.Second},
+			}}}, boundPod("p", "u1", "n1", 100, t0)), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
+			// Refreshed in place: the first TimeAdded stands while the taint stays.
+			{after: 10 * time.Second, do: decide(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: v1.NodeSpec{Taints: []v1.Taint{
+				{Key: "a", Effect: v1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: t0.Add(10 * time.Second)}},
+			}}}, boundPod("p", "u1", "n1", 100, t0)), pods: 1, nodes: 1, action: tolerations.EvictAt, at: 100 * time.Second},
+			{do: decide(nil, boundPod("p", "u1", "n1", 100, t0)), pods: 0, nodes: 1, action: tolerations.Never},
 		}},
 		{"Recheck records nothing and forgets nothing", []step{
 			{do: recheck(node, pod), pods: 0, nodes: 0, action: tolerations.EvictAt, at: 100 * time.Second},

@@ -39,10 +39,14 @@ func (a Action) String() string {
 
 // Decision is the outcome of [Decide]. The zero Decision is Never.
 type Decision struct {
-	Action      Action
-	At          time.Time // when due: the earliest end of a toleration, now if Untolerated, zero if Never
-	Taint       v1.Taint  // the first untolerated taint, or the first whose toleration ends first
-	Untolerated bool      // no toleration tolerates Taint
+	Action Action
+	// At is when the pod is due: the earliest end of a countdown, an
+	// untolerated taint's countdown ending as it starts. It is a fixed
+	// instant, not the time of the call: deciding again with nothing changed
+	// gives the same At, EvictNow included. Zero if Never.
+	At          time.Time
+	Taint       v1.Taint // the first untolerated taint, or the first whose toleration ends first
+	Untolerated bool     // no toleration tolerates Taint
 }
 
 // String describes the decision for logs and events, such as
@@ -73,66 +77,95 @@ func Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Ti
 }
 
 // Decide decides whether and when to evict a pod with tolerations, bound at
-// boundAt ([PodBoundAt]), from a node with taints. A NoExecute taint
-// tolerated by none gives EvictNow at now with Untolerated set. Otherwise each
-// NoExecute taint's countdown runs from max(taint.TimeAdded, boundAt) for the
-// TolerationSeconds of the first toleration that tolerates it (nil: forever),
-// and the earliest end is At: EvictNow if at or before now, else EvictAt;
-// Never if none ends, or if now is zero. So a restarted controller gets the
-// same At, and a pod arriving on a node tainted long ago gets its full time.
+// boundAt ([PodBoundAt]), from a node with taints. Each NoExecute taint's
+// countdown starts at max(taint.TimeAdded, boundAt) and runs for the
+// TolerationSeconds of the first toleration that tolerates it (nil: forever;
+// none: no time at all, so it ends as it starts). At is the earliest end:
+// EvictNow if at or before now, else EvictAt; Never if none ends, or if now
+// is zero. A taint no toleration tolerates makes it EvictNow with Taint set
+// to the first such taint and Untolerated set. So a restarted controller
+// gets the same At, and a pod arriving on a node tainted long ago gets its
+// full time.
 //
 // An unknown time (zero boundAt, nil TimeAdded) or one after now counts as
 // now, which delays an eviction, never hastens it; to decide again later, use
 // [Countdowns], or the countdown restarts at every call. With every time
 // unknown, At is now + [MinTolerationTime], the Kubernetes rule.
 func (m Matcher) Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time) Decision {
-	return m.decide(taints, tolerations, boundAt, now, nil)
+	d, _ := m.decide(taints, tolerations, boundAt, now, nil)
+	return d
 }
 
-// decide is Decide, with seen giving the start of a NoExecute taint that has
-// no TimeAdded, if it has one there.
-func (m Matcher) decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time, seen []taintSeen) Decision {
+// decide is Decide, with the start of a NoExecute taint taken from the
+// taint of the same key and effect in remembered, if there is one (its
+// TimeAdded is the start), and also returns the index in taints of the
+// taint whose countdown ends at At, or -1.
+func (m Matcher) decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time, remembered []v1.Taint) (Decision, int) {
 	if now.IsZero() {
 		// An unset now is a caller's bug, not a moment in year 1: every
 		// deadline would be in the past, so refuse to evict rather than evict.
-		return Decision{}
+		return Decision{}, -1
 	}
 	bound := known(boundAt, now)
 	var d Decision // Never
+	due := -1
 	for i := range taints {
 		taint := &taints[i]
 		if taint.Effect != v1.TaintEffectNoExecute {
 			continue
 		}
-		j := m.firstTolerating(taint, tolerations)
-		if j < 0 {
-			return Decision{Action: EvictNow, At: now, Taint: *taint, Untolerated: true}
-		}
-		seconds := tolerations[j].TolerationSeconds
-		if seconds == nil {
+		var end time.Time
+		switch j := m.firstTolerating(taint, tolerations); {
+		case j < 0:
+			end = latest(known(taintStart(taint, remembered), now), bound)
+			if !d.Untolerated {
+				d.Taint, d.Untolerated = *taint, true
+			}
+		case tolerations[j].TolerationSeconds == nil:
 			continue // tolerated forever: no deadline
+		default:
+			end = latest(known(taintStart(taint, remembered), now), bound)
+			if s := *tolerations[j].TolerationSeconds; s > 0 {
+				end = end.Add(secondsToDuration(s))
+			}
 		}
-		var added time.Time
-		if taint.TimeAdded != nil {
-			added = taint.TimeAdded.Time
-		} else if j := findTaint(seen, taint.Key); j >= 0 {
-			added = seen[j].at
-		}
-		deadline := known(added, now)
-		if bound.After(deadline) {
-			deadline = bound
-		}
-		if *seconds > 0 {
-			deadline = deadline.Add(secondsToDuration(*seconds))
-		}
-		if d.Action == Never || deadline.Before(d.At) {
-			d = Decision{Action: EvictAt, At: deadline, Taint: *taint}
+		if due < 0 || end.Before(d.At) {
+			d.At, due = end, i
+			if !d.Untolerated {
+				d.Taint = *taint
+			}
 		}
 	}
-	if d.Action == EvictAt && !d.At.After(now) {
+	switch {
+	case due < 0:
+		return Decision{}, -1
+	case d.Untolerated || !d.At.After(now):
 		d.Action = EvictNow
+	default:
+		d.Action = EvictAt
 	}
-	return d
+	return d, due
+}
+
+// taintStart returns when the countdown of taint, a NoExecute taint, started:
+// the TimeAdded of the taint of its key and effect in remembered if there is
+// one, else its own TimeAdded, else the zero Time (unknown).
+func taintStart(taint *v1.Taint, remembered []v1.Taint) time.Time {
+	if j := findTaint(remembered, taint.Key, taint.Effect); j >= 0 {
+		return remembered[j].TimeAdded.Time
+	}
+	if taint.TimeAdded != nil {
+		return taint.TimeAdded.Time
+	}
+	return time.Time{}
+}
+
+// latest returns the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // known returns t, or now if t is unknown (zero) or after now.
