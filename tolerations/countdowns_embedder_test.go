@@ -117,7 +117,7 @@ func (e *embedder) evictedAt(t *testing.T, pod *v1.Pod, at time.Time) {
 	require.Equal(t, eviction{name: pod.Name, uid: pod.UID, at: at}, <-e.evicted)
 }
 
-// Issue 18, "unknown start in the library": a taint with no TimeAdded (as
+// A taint with no TimeAdded (as
 // kubelet's --register-with-taints sets it) and a pod with no PodScheduled
 // condition (created with its node name), decided again on ten updates while
 // the toleration runs, are evicted at first sight + 60 s; a pod deleted and

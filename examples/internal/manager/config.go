@@ -68,8 +68,16 @@ type Config struct {
 	// so logr.Discard() silences the manager.
 	Logger *logr.Logger
 	// Matcher matches tolerations against taints. The zero Matcher matches
-	// as Kubernetes does with comparison operators off.
+	// as Kubernetes does with comparison operators off. It is used only when
+	// Countdowns is nil; a given Countdowns matches as it was made to.
 	Matcher tolerations.Matcher
+	// Countdowns remembers the countdowns' starts and deadlines. Nil: the
+	// manager makes one and feeds it from NodeUpdated and PodUpdated. A
+	// controller whose standbys must take over with the leader's deadlines
+	// makes one at start-up and has its informers feed it on every replica,
+	// leading or not (ObserveNode, ObservePod, ObservePodDeleted,
+	// ForgetNode), and gives it to each Manager it runs.
+	Countdowns *tolerations.Countdowns
 
 	// Shards is the number of handler workers. Zero means 8, as the
 	// original.

@@ -401,33 +401,37 @@ func TestCountdownStateForgotten(t *testing.T) {
 			pods, nodes := e.manager().Remembered()
 			assert.Equal(t, wantPods, pods, "pods remembered %s", when)
 			assert.Equal(t, wantNodes, nodes, "nodes remembered %s", when)
-			// Every pod here has no PodScheduled time: each countdown has a
-			// first sight.
-			assert.Equal(t, wantPods, e.manager().RememberedFirstSights(), "first sights remembered %s", when)
 		}
-		remembered(4, 3, "at first") // "forever" has no countdown
+		// Every pod here has no PodScheduled time: each has a first sight,
+		// kept while it is on its node.
+		remembered(5, 3, "at first")
 
 		e.step(10 * time.Second)
 		require.NoError(t, e.c.DeletePod(context.Background(), "default", "deleted", metav1.DeleteOptions{}))
 		e.settle()
-		remembered(3, 3, "after a pod was deleted")
+		remembered(4, 3, "after a pod was deleted")
 
 		e.step(10 * time.Second)
 		e.taintK(unknown, "n2", taintB) // the taint counting down goes
-		remembered(2, 3, "after a taint went")
+		remembered(4, 3, "after a taint went")
 		e.taintK(unknown, "n2") // the last one goes
-		remembered(2, 2, "after a node's last taint went")
+		remembered(4, 2, "after a node's last taint went")
 
 		e.step(10 * time.Second)
 		require.NoError(t, e.c.DeleteNode("n3"))
 		e.settle()
-		remembered(1, 1, "after a node was deleted")
+		remembered(3, 1, "after a node was deleted")
 
 		e.step(70 * time.Second)
 		require.False(t, e.exists("evicted"))
-		remembered(0, 1, "after the last countdown ended")
+		remembered(2, 1, "after the last countdown ended")
 		e.taintK(unknown, "n1")
-		remembered(0, 0, "after every taint went")
+		remembered(2, 0, "after every taint went")
+		for _, name := range []string{"forever", "untainted"} {
+			require.NoError(t, e.c.DeletePod(context.Background(), "default", name, metav1.DeleteOptions{}))
+		}
+		e.settle()
+		remembered(0, 0, "after every pod went")
 	})
 }
 
@@ -467,7 +471,6 @@ func TestShortLivedPodsLeaveNoState(t *testing.T) {
 			e.settle()
 			pods, _ := e.manager().Remembered()
 			require.Equal(t, batch/2, pods, "batch %d: pods remembered while alive", b)
-			require.Equal(t, batch/2, e.manager().RememberedFirstSights(), "batch %d: first sights remembered while alive", b)
 			for i := 1; i < batch; i += 2 {
 				require.NoError(t, e.c.DeletePod(ctx, "default", names[i], metav1.DeleteOptions{}))
 			}
@@ -475,7 +478,6 @@ func TestShortLivedPodsLeaveNoState(t *testing.T) {
 			e.step(time.Second)
 			pods, nodes := e.manager().Remembered()
 			require.Equal(t, 0, pods, "batch %d: pods remembered after they went", b)
-			require.Zero(t, e.manager().RememberedFirstSights(), "batch %d: first sights remembered after they went", b)
 			require.Equal(t, 1, nodes, "batch %d: nodes remembered", b)
 			if b == 0 {
 				base = heapAfterGC()

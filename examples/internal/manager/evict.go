@@ -112,24 +112,16 @@ func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error 
 		}
 	}
 	now := m.clock.Now()
-	e, ok := m.countdowns.pod(key)
-	if ok && e.pod != m.countdowns.podHash(pod.UID, pod.Spec.NodeName) {
-		ok = false // another pod's (or on another node): nothing of it counts
-	}
-	// From the first sights the handlers recorded; an eviction records none.
-	d := m.countdowns.first.Recheck(node, pod)
-	// A deadline that has come for a taint still on the node is owed,
-	// whatever the pod's tolerations say now (short of forever): a longer
-	// toleration does not postpone an eviction.
-	owed := ok && e.at != 0 && e.at <= now.UnixNano() && node != nil && m.countdowns.hasTaint(node.Spec.Taints, e.taint)
+	// From the starts and deadlines the countdowns remember; an eviction
+	// records none. A deadline that has come for a taint still on the node
+	// is owed, whatever the pod's tolerations say now (short of forever): a
+	// longer toleration does not postpone an eviction.
+	d := m.countdowns.Recheck(node, pod)
 	reason := evictReason{d: d}
-	switch {
-	case d.Action == tolerations.Never:
+	switch d.Action {
+	case tolerations.Never:
 		// The taints went away, or the tolerations changed, and the handler
 		// that cancels this eviction has not run yet (or was coalesced away).
-		if ok {
-			m.countdowns.forgetPodIf(key, e)
-		}
 		m.stats.dropped.Add(1)
 		if l := m.log.V(2); l.Enabled() {
 			l.Info("Eviction no longer due, dropping it", "pod", key)
@@ -138,9 +130,7 @@ func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error 
 			m.event(key, pod.UID, v1.EventTypeNormal, "Cancelling deletion of Pod %s", key)
 		}
 		return nil
-	case d.Action == tolerations.EvictAt && owed:
-		reason.kept = fromUnixNano(e.at, now.Location())
-	case d.Action == tolerations.EvictAt:
+	case tolerations.EvictAt:
 		// Not due: a pod recreated under the same name, whose countdown
 		// started when it was bound, or a taint whose countdown this was
 		// went away and another ends later. Hand it back to its node's
@@ -212,11 +202,9 @@ func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error 
 		return fmt.Errorf("manager: evict pod %s: %w", key, err)
 	}
 	// The pod is gone; so is its countdown (its delete event would say so
-	// too, but an informer may coalesce it with a new pod's add), and its
-	// first sight with it.
-	if ok && m.countdowns.forgetPodIf(key, e) {
-		m.countdowns.first.ForgetPod(key.Namespace, key.Name)
-	}
+	// too, but an informer may coalesce it with a new pod's add, whose
+	// memory this keeps).
+	m.countdowns.ObservePodDeleted(pod)
 	return nil
 }
 
@@ -307,17 +295,9 @@ func (m *Manager) observeDelay(deadline, now time.Time) {
 
 // evictReason says why a pod goes, for the logs. It is a fmt.Stringer,
 // formatted only if logged, and boxed only then.
-type evictReason struct {
-	d    tolerations.Decision
-	kept time.Time // the deadline kept despite a later d.At, if not zero
-}
+type evictReason struct{ d tolerations.Decision }
 
-func (r evictReason) String() string {
-	if r.kept.IsZero() {
-		return r.d.String()
-	}
-	return fmt.Sprintf("deadline %s kept (tolerations now allow %s)", r.kept.Format(time.RFC3339Nano), r.d.At.Format(time.RFC3339Nano))
-}
+func (r evictReason) String() string { return r.d.String() }
 
 func uidPrecondition(uid types.UID) metav1.DeleteOptions {
 	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}

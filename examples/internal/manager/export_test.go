@@ -1,18 +1,8 @@
 package manager
 
-// Remembered returns how many pods and nodes the manager keeps countdown
-// state for, so that tests can check it is forgotten.
-func (m *Manager) Remembered() (pods, nodes int) {
-	pods, _, nodes = m.countdowns.sizes()
-	return pods, nodes
-}
-
-// RememberedFirstSights returns how many pods the manager remembers a first
-// sight for (pods with no PodScheduled time and a countdown).
-func (m *Manager) RememberedFirstSights() int {
-	_, seen, _ := m.countdowns.sizes()
-	return seen
-}
+// Remembered returns how many pods and nodes the manager's countdowns
+// remember something of, so that tests can check it is forgotten.
+func (m *Manager) Remembered() (pods, nodes int) { return m.countdowns.Len() }
 
 // RemovedRecords returns how many removed pods the manager keeps a record of.
 func (m *Manager) RemovedRecords() int {

@@ -32,10 +32,16 @@ func (m *Manager) handleNode(_ context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("manager: list pods on node %q: %w", name, err)
 	}
+	if node == nil {
+		m.countdowns.ForgetNode(name)
+	} else {
+		m.countdowns.ObserveNode(node)
+	}
 	if !hasNoExecute(node) {
-		// The short cut of the original: nothing to decide, only cancel.
-		m.countdowns.forgetNode(name)
+		// The short cut of the original: nothing to decide, only cancel
+		// (and let the countdowns forget the pods' deadlines).
 		for _, pod := range pods {
+			m.countdowns.Decide(node, pod)
 			if m.cancel(podKey(pod), pod.UID, "node has no NoExecute taints") {
 				m.handOverIfReplaced(podKey(pod), pod.UID, name)
 			}
@@ -118,7 +124,7 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 		return fmt.Errorf("manager: get node %q: %w", u.NodeName, err)
 	}
 	if !hasNoExecute(node) {
-		m.countdowns.forgetNode(u.NodeName)
+		m.countdowns.Decide(node, pod) // Never: its deadline is forgotten
 		if !m.cancel(u.key(), pod.UID, "node has no NoExecute taints") {
 			return nil // nothing undone: nothing to hand over
 		}
@@ -130,12 +136,10 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 }
 
 // holdsAnything reports whether the manager holds anything for the pod key:
-// a countdown, a schedule, a status, an eviction budget's slot or a given-up
-// eviction's record.
+// a schedule, a status, an eviction budget's slot or a given-up eviction's
+// record. (What the countdowns remember of a deleted pod its delete event
+// forgets: ObservePodDeleted.)
 func (m *Manager) holdsAnything(key types.NamespacedName) bool {
-	if _, ok := m.countdowns.pod(key); ok {
-		return true
-	}
 	if _, ok := m.evictions.GetWorker(key); ok {
 		return true
 	}
@@ -166,57 +170,37 @@ func (m *Manager) reconcile(pod *v1.Pod, node *v1.Node, now time.Time) {
 	if m.status.isRemoved(key, pod.UID) {
 		return // removed (or, in a dry run, would have been): nothing to decide
 	}
-	nodeName := node.Name
-	id := m.countdowns.podHash(pod.UID, nodeName)
-	e, ok := m.countdowns.pod(key)
-	if !ok || e.pod != id {
-		// Nothing of another pod's (or this pod's on another node) counts.
-		e = podCountdown{pod: id}
-	}
-	// Unknown starts count from first sight, recorded here.
-	d := m.countdowns.first.Decide(node, pod)
+	// Unknown starts count from first sight, and a deadline moves later only
+	// when its taint leaves the node: the countdowns remember both.
+	d := m.countdowns.Decide(node, pod)
 	if d.Action == tolerations.Never {
 		m.cancel(key, pod.UID, "pod tolerates the node's NoExecute taints forever")
 		return
 	}
-	at, taint := d.At, m.countdowns.taintHash(&d.Taint)
 	// Log arguments are built only if logged: at 100,000 pods a node, the
 	// variadic slices and the taints' strings are most of a handler's
 	// garbage (every log call below is guarded so).
-	switch {
-	case e.at != 0 && at.UnixNano() > e.at && m.countdowns.hasTaint(node.Spec.Taints, e.taint):
-		// The deadline scheduled before ends the countdown of a taint that
-		// is still there: it stands (a longer toleration does not postpone
-		// an eviction).
-		at, taint = fromUnixNano(e.at, now.Location()), e.taint
-		if l := m.log.V(4); l.Enabled() {
-			l.Info("Keeping the earlier deadline of a taint still on the node", "pod", key, "node", nodeName, "at", at, "decided", d.At)
-		}
-	case d.Untolerated:
+	if d.Untolerated {
 		if l := m.log.V(2); l.Enabled() {
-			l.Info("Pod does not tolerate a NoExecute taint", "pod", key, "node", nodeName, "taint", d.Taint.ToString())
+			l.Info("Pod does not tolerate a NoExecute taint", "pod", key, "node", node.Name, "taint", d.Taint.ToString())
 		}
-	default:
-		if l := m.log.V(4); l.Enabled() {
-			l.Info("Pod tolerates the node's NoExecute taints until", "pod", key, "node", nodeName, "at", at, "taint", d.Taint.ToString())
-		}
+	} else if l := m.log.V(4); l.Enabled() {
+		l.Info("Pod tolerates the node's NoExecute taints until", "pod", key, "node", node.Name, "at", d.At, "taint", d.Taint.ToString())
 	}
-	if e.at != at.UnixNano() {
-		m.countdownStarted(key, pod, d, at)
+	if w, ok := m.evictions.GetWorker(key); !ok || !w.FireAt.Equal(d.At) {
+		m.countdownStarted(key, pod, d)
 	}
-	e.at, e.taint = at.UnixNano(), taint
-	m.countdowns.setPod(key, e)
-	m.schedule(key, now, at, now)
+	m.schedule(key, now, d.At, now)
 }
 
 // countdownStarted records the event that makes a countdown visible: when
 // the pod goes and why. It is recorded when a deadline is set or moved, not
 // when a decision repeats one.
-func (m *Manager) countdownStarted(key types.NamespacedName, pod *v1.Pod, d tolerations.Decision, at time.Time) {
+func (m *Manager) countdownStarted(key types.NamespacedName, pod *v1.Pod, d tolerations.Decision) {
 	if m.cfg.Recorder == nil {
 		return
 	}
-	when := at.UTC().Format(time.RFC3339Nano)
+	when := d.At.UTC().Format(time.RFC3339Nano)
 	if d.Untolerated {
 		m.event(key, pod.UID, v1.EventTypeNormal, "Scheduled for deletion at %s: taint %s not tolerated", when, d.Taint.ToString())
 		return
@@ -309,7 +293,6 @@ func (m *Manager) withdraw(key types.NamespacedName) bool {
 // schedule.
 func (m *Manager) forgetEviction(key types.NamespacedName, uid types.UID) (changed, cancelled bool) {
 	changed = m.failed.forget(key)
-	changed = m.countdowns.forgetPod(key) || changed
 	// CancelWork says false both for nothing scheduled and for a running
 	// attempt it withdrew, which is a change: GetWorker tells them apart.
 	// Either way nothing follows: the status and the budget's place go now.

@@ -75,7 +75,10 @@ type Manager struct {
 	dispatcher *sharding.Dispatcher[string, podUpdate]
 	evictions  *timedqueue.TimedWorkerQueue[types.NamespacedName]
 
-	countdowns *countdowns
+	countdowns *tolerations.Countdowns
+	// observes says whether the manager feeds countdowns itself, from
+	// NodeUpdated and PodUpdated (Config.Countdowns nil).
+	observes bool
 	budgets    *budgets // nil: no eviction budget
 	status     *statuses
 	failed     failedEvictions // given up: shown by Pending until decided again
@@ -97,7 +100,10 @@ func New(cfg Config) (*Manager, error) {
 	if m.clock == nil {
 		m.clock = clock.RealClock{}
 	}
-	m.countdowns = newCountdowns(m.clock, cfg.Matcher)
+	m.countdowns = cfg.Countdowns
+	if m.countdowns == nil {
+		m.countdowns, m.observes = tolerations.NewCountdowns(m.clock, cfg.Matcher), true
+	}
 	if cfg.Logger != nil {
 		m.log = *cfg.Logger
 	} else {
@@ -194,6 +200,13 @@ func (m *Manager) NodeUpdated(old, new *v1.Node) {
 		name = new.Name
 		newTaints = tolerations.GetNoExecuteTaints(new.Spec.Taints)
 	}
+	if m.observes {
+		if new != nil {
+			m.countdowns.ObserveNode(new)
+		} else if old != nil {
+			m.countdowns.ForgetNode(old.Name)
+		}
+	}
 	// Semantic equality treats nil and empty alike and compares TimeAdded,
 	// which matters: the deadlines count from it.
 	if name == "" || old != nil && new != nil && apiequality.Semantic.DeepEqual(oldTaints, newTaints) {
@@ -213,6 +226,13 @@ func (m *Manager) PodUpdated(old, new *v1.Pod) {
 	}
 	if p == nil {
 		return
+	}
+	if m.observes {
+		if new != nil {
+			m.countdowns.ObservePod(new)
+		} else {
+			m.countdowns.ObservePodDeleted(old)
+		}
 	}
 	if old != nil && new != nil &&
 		old.Spec.NodeName == new.Spec.NodeName &&

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/taintkit/taintkit/timedqueue"
+	"github.com/taintkit/taintkit/tolerations"
 )
 
 // Pending returns every scheduled eviction (waiting for its deadline,
@@ -20,7 +21,7 @@ import (
 func (m *Manager) Pending() []PendingEviction {
 	ws := m.evictions.AppendWorkers(nil)
 	out := make([]PendingEviction, 0, len(ws))
-	nodes := make(map[string][]v1.Taint) // each node's taints, read once
+	nodes := make(map[string]*v1.Node) // each node, read once
 	for _, w := range ws {
 		out = append(out, m.pending(w, nodes))
 	}
@@ -31,7 +32,7 @@ func (m *Manager) Pending() []PendingEviction {
 	return out
 }
 
-func (m *Manager) pending(w timedqueue.TimedWorker[types.NamespacedName], nodes map[string][]v1.Taint) PendingEviction {
+func (m *Manager) pending(w timedqueue.TimedWorker[types.NamespacedName], nodes map[string]*v1.Node) PendingEviction {
 	st := m.status.get(w.Key)
 	p := PendingEviction{
 		Namespace: w.Key.Namespace,
@@ -45,22 +46,16 @@ func (m *Manager) pending(w timedqueue.TimedWorker[types.NamespacedName], nodes 
 		return p
 	}
 	p.UID, p.Node = pod.UID, pod.Spec.NodeName
-	e, ok := m.countdowns.pod(w.Key)
-	if !ok || e.pod != m.countdowns.podHash(pod.UID, pod.Spec.NodeName) || pod.Spec.NodeName == "" {
+	if p.Node == "" {
 		return p
 	}
-	taints, seen := nodes[p.Node]
+	node, seen := nodes[p.Node]
 	if !seen {
-		if node, err := m.cfg.GetNode(p.Node); err == nil {
-			taints = node.Spec.Taints
-		}
-		nodes[p.Node] = taints
+		node, _ = m.cfg.GetNode(p.Node) // nil if gone
+		nodes[p.Node] = node
 	}
-	for i := range taints {
-		if m.countdowns.taintHash(&taints[i]) == e.taint {
-			p.Taint = taints[i]
-			break
-		}
+	if d := m.countdowns.Recheck(node, pod); d.Action != tolerations.Never {
+		p.Taint = d.Taint
 	}
 	return p
 }

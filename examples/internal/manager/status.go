@@ -54,6 +54,12 @@ type statuses struct {
 	removed [podStripes]removedStripe
 }
 
+// podStripes is the number of removal records' stripes: a power of two,
+// well above the number of goroutines that look pods up at once on a
+// machine of a few dozen cores (Shards plus MaxConcurrentEvictions, 40 by
+// default).
+const podStripes = 64
+
 type removedStripe struct {
 	mu   sync.Mutex
 	uids map[uint64]uint64 // removal record by key hash
