@@ -79,12 +79,12 @@ type Manager struct {
 	// observes says whether the manager feeds countdowns itself, from
 	// NodeUpdated and PodUpdated (Config.Countdowns nil).
 	observes bool
-	budgets    *budgets // nil: no eviction budget
-	status     *statuses
-	failed     failedEvictions // given up: shown by Pending until decided again
-	idle       *idleTracker    // nil unless Config.TrackIdle
-	stats      stats
-	started    atomic.Bool
+	budgets  *budgets // nil: no eviction budget
+	status   *statuses
+	failed   failedEvictions // given up: shown by Pending until decided again
+	idle     *idleTracker    // nil unless Config.TrackIdle
+	stats    stats
+	started  atomic.Bool
 }
 
 // New returns a Manager for cfg, or an error naming the first invalid field.
