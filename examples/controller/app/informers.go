@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/taintkit/taintkit/tolerations"
 )
 
 // nodeNameIndex is the name of the pod informer's index on spec.nodeName.
@@ -23,9 +25,11 @@ type cluster struct {
 	pods       cache.SharedIndexInformer
 	nodeLister corelisters.NodeLister
 	podLister  corelisters.PodLister
-	// sights fills in the countdown starts the objects do not record, for
-	// the manager's reads (getNode, getPod, podsOnNode).
-	sights *firstSights
+	// countdowns remembers what the objects do not say (first sights, the
+	// earliest TimeAdded of a taint refreshed in place, the deadlines a
+	// leader keeps), fed by the informers from their start, whether this
+	// replica leads or stands by, and shared by every manager it runs.
+	countdowns *tolerations.Countdowns
 }
 
 func newCluster(client kubernetes.Interface, log logr.Logger) (*cluster, error) {
@@ -38,23 +42,81 @@ func newCluster(client kubernetes.Interface, log logr.Logger) (*cluster, error) 
 	if err := pods.Informer().AddIndexers(cache.Indexers{nodeNameIndex: podNodeName}); err != nil {
 		return nil, fmt.Errorf("app: add pod index: %w", err)
 	}
-	// First sights are kept from the informers' start, standing by too.
-	sights := newFirstSights()
-	nodeSights, podSights := sights.handlers(log)
-	if _, err := nodes.Informer().AddEventHandler(nodeSights); err != nil {
-		return nil, fmt.Errorf("app: add node handler: %w", err)
-	}
-	if _, err := pods.Informer().AddEventHandler(podSights); err != nil {
-		return nil, fmt.Errorf("app: add pod handler: %w", err)
-	}
-	return &cluster{
+	c := &cluster{
 		factory:    factory,
 		nodes:      nodes.Informer(),
 		pods:       pods.Informer(),
 		nodeLister: nodes.Lister(),
 		podLister:  pods.Lister(),
-		sights:     sights,
-	}, nil
+		countdowns: tolerations.NewCountdowns(nil, tolerations.Matcher{}),
+	}
+	// The countdowns are fed from the informers' start, standing by too.
+	if _, err := c.nodes.AddEventHandler(c.observeNodes(log)); err != nil {
+		return nil, fmt.Errorf("app: add node handler: %w", err)
+	}
+	if _, err := c.pods.AddEventHandler(c.observePods(log)); err != nil {
+		return nil, fmt.Errorf("app: add pod handler: %w", err)
+	}
+	return c, nil
+}
+
+// observeNodes returns the node handler that feeds c.countdowns: a node's
+// pods are observed again when its NoExecute taints change, so that their
+// deadlines are remembered as the leader decides them.
+func (c *cluster) observeNodes(log logr.Logger) cache.ResourceEventHandler {
+	observe := func(node *v1.Node) {
+		if !c.countdowns.ObserveNode(node) {
+			return
+		}
+		objs, err := c.pods.GetIndexer().ByIndex(nodeNameIndex, node.Name)
+		if err != nil {
+			log.Error(err, "Listing a node's pods for the countdowns", "node", node.Name)
+			return
+		}
+		for _, obj := range objs {
+			if pod, ok := obj.(*v1.Pod); ok {
+				c.countdowns.ObservePod(pod)
+			}
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if node, ok := obj.(*v1.Node); ok {
+				observe(node)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if node, ok := obj.(*v1.Node); ok {
+				observe(node)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if node, ok := deleted[*v1.Node](obj, log); ok {
+				c.countdowns.ForgetNode(node.Name)
+			}
+		},
+	}
+}
+
+// observePods returns the pod handler that feeds c.countdowns.
+func (c *cluster) observePods(log logr.Logger) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				c.countdowns.ObservePod(pod)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				c.countdowns.ObservePod(pod)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if pod, ok := deleted[*v1.Pod](obj, log); ok {
+				c.countdowns.ObservePodDeleted(pod)
+			}
+		},
+	}
 }
 
 // stripManagedFields drops the objects' managedFields before they are
@@ -76,21 +138,11 @@ func podNodeName(obj any) ([]string, error) {
 }
 
 // getNode, getPod and podsOnNode are the manager's reads: from the
-// informers' caches, with first sights filled in (firstSights).
-func (c *cluster) getNode(name string) (*v1.Node, error) {
-	node, err := c.nodeLister.Get(name)
-	if err != nil {
-		return nil, err
-	}
-	return c.sights.node(node), nil
-}
+// informers' caches.
+func (c *cluster) getNode(name string) (*v1.Node, error) { return c.nodeLister.Get(name) }
 
 func (c *cluster) getPod(namespace, name string) (*v1.Pod, error) {
-	pod, err := c.podLister.Pods(namespace).Get(name)
-	if err != nil {
-		return nil, err
-	}
-	return c.sights.pod(pod), nil
+	return c.podLister.Pods(namespace).Get(name)
 }
 
 func (c *cluster) podsOnNode(name string) ([]*v1.Pod, error) {
@@ -101,7 +153,7 @@ func (c *cluster) podsOnNode(name string) ([]*v1.Pod, error) {
 	pods := make([]*v1.Pod, 0, len(objs))
 	for _, obj := range objs {
 		if pod, ok := obj.(*v1.Pod); ok {
-			pods = append(pods, c.sights.pod(pod))
+			pods = append(pods, pod)
 		}
 	}
 	return pods, nil

@@ -215,6 +215,7 @@ func (c *controller) runManager(ctx context.Context, lost <-chan struct{}) error
 		GetNode:    c.cluster.getNode,
 		GetPod:     c.cluster.getPod,
 		PodsOnNode: c.cluster.podsOnNode,
+		Countdowns: c.cluster.countdowns,
 		Client: untilStopped{
 			client: &PodClient{Client: c.client, Pods: c.cluster.podLister, BeforeDelete: c.o.BeforeDelete},
 			stop:   acting,

@@ -97,3 +97,31 @@ func TestRunStandbyKeepsDeadlineOfTaintRefreshedInPlace(t *testing.T) {
 		assert.NoError(t, b.stop())
 	})
 }
+
+// A longer toleration does not postpone an eviction while its taint stays:
+// the leader keeps the deadline it had, and so does a standby that takes
+// over after the change (it saw the pod on the tainted node and the change,
+// as the leader did), instead of counting the longer toleration.
+func TestRunStandbyKeepsDeadlineDespiteLongerToleration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		client := newFakeAPI(taintedNode("node-1", t0), boundPod("web", "uid-web", "node-1", t0, ptr.To(10*time.Second)))
+		a, b, _, ob := startPair(t, client)
+
+		time.Sleep(3 * time.Second)
+		ctx := context.Background()
+		pod, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		pod.Spec.Tolerations[0].TolerationSeconds = ptr.To(int64(60))
+		_, err = client.CoreV1().Pods("default").Update(ctx, pod, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		synctest.Wait()
+
+		time.Sleep(time.Second)
+		assert.NoError(t, a.stop())
+		waitTakeover(t, client, ob)
+
+		assertDeletedAt(t, client, "web", t0.Add(10*time.Second), "the deadline the leader kept")
+		assert.NoError(t, b.stop())
+	})
+}
