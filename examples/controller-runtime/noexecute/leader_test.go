@@ -1,6 +1,7 @@
 package noexecute_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"testing"
@@ -9,8 +10,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/taintkit/taintkit/examples/controller-runtime/internal/testenv"
 )
 
 // Two managers elect a leader on a Lease of the API server. The leader
@@ -112,4 +118,62 @@ func (h *harness) requireHTTP200(url string) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(h.t, http.StatusOK, resp.StatusCode, "GET %s: %s", url, body)
+}
+
+// A taint with no TimeAdded and a pod with no PodScheduled condition (made
+// with its node name, as a static or DaemonSet-like pod is): the countdown
+// runs from when the pod was first seen on the tainted node. The standby
+// saw them too, through handlers registered when it was set up, not when it
+// began to lead: once the leader is stopped, at least 5 s later, the new
+// leader deletes the pod at that first sight + 15 s ± 2 s, not 15 s after
+// it took over.
+func TestLeaderChangeKeepsFirstSightDeadline(t *testing.T) {
+	h := setup(t, "cr-first-sight")
+	const lease, key = "taintkit-first-sight", "example.com/untimed"
+	a := h.startReplica(replicaOptions{leaseName: lease})
+	h.waitElected(a, "first")
+	b := h.startReplica(replicaOptions{leaseName: lease})
+	node := h.createNode("node")
+	h.setTaints(node, v1.Taint{Key: key, Value: "true", Effect: v1.TaintEffectNoExecute}) // no TimeAdded
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "daemon"},
+		Spec: v1.PodSpec{NodeName: node, Tolerations: []v1.Toleration{tolerate(key, 15*time.Second)},
+			Containers: []v1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	require.NoError(t, h.c.Create(h.ctx, pod))
+	seen := h.waitSeen(pod)
+	for _, c := range pod.Status.Conditions {
+		require.NotEqual(t, v1.PodScheduled, c.Type, "the pod has a PodScheduled condition: the test proves nothing")
+	}
+	deadline := seen.Add(15 * time.Second)
+	h.waitEvent(pod, "Scheduled for deletion", 10*time.Second)
+
+	time.Sleep(time.Until(seen.Add(5 * time.Second)))
+	a.stop(t)
+	elected := h.waitElected(b, "second")
+	t.Logf("the standby led %s after first sight, %s before the deadline", ms(elected.Sub(seen)), ms(deadline.Sub(elected)))
+	require.True(t, elected.Before(deadline.Add(-2*time.Second)), "took over too late: the test proves nothing")
+
+	h.waitGone(pod, time.Until(deadline.Add(30*time.Second)))
+	deleting, ok := b.deleted(pod.UID)
+	require.True(t, ok, "the new leader did not send the DELETE")
+	t.Logf("DELETE %s after first sight + 15 s", ms(deleting.Sub(deadline)))
+	assert.InDelta(t, 0, deleting.Sub(deadline).Seconds(), 2, "deleted %s after the first-sight deadline", ms(deleting.Sub(deadline)))
+}
+
+// waitSeen waits until the test's own watch sees pod, fills it in from the
+// watch, and returns when it saw it.
+func (h *harness) waitSeen(pod *v1.Pod) time.Time {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	err := testenv.WaitFor(ctx, h.c, &v1.PodList{}, func(ev watch.Event) bool {
+		if p, _ := ev.Object.(*v1.Pod); p != nil && p.UID == pod.UID {
+			p.DeepCopyInto(pod)
+			return true
+		}
+		return false
+	}, client.InNamespace(pod.Namespace))
+	require.NoError(h.t, err, "the test's watch never saw pod %s/%s", pod.Namespace, pod.Name)
+	return time.Now()
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/taintkit/taintkit/examples/internal/manager"
+	"github.com/taintkit/taintkit/tolerations"
 )
 
 // DefaultName is the default of [Runnable.Name].
@@ -44,8 +46,9 @@ var (
 type Runnable struct {
 	// Config holds the taint manager's settings (Shards,
 	// MaxConcurrentEvictions, DryRun, UseEvictionAPI, eviction budget,
-	// Clock, …). SetupWithManager sets its lookups, Client, Recorder,
-	// Logger and metrics: values given for those are replaced.
+	// Clock, Matcher, …). SetupWithManager sets its lookups, Countdowns,
+	// Client, Recorder, Logger and metrics: values given for those are
+	// replaced.
 	Config manager.Config
 	// Registry is where the metrics are registered. Nil means
 	// controller-runtime's metrics.Registry, which the manager's metrics
@@ -56,14 +59,17 @@ type Runnable struct {
 	Name string
 
 	m           *manager.Manager
+	countdowns  *tolerations.Countdowns
 	metrics     *metrics
 	nodes, pods cache.Informer
 	reader      client.Reader
+	log         logr.Logger
 }
 
 // SetupWithManager wires r into mgr: a spec.nodeName index on pods in
 // mgr's cache, informers for nodes and pods (started with the cache, on
-// every replica), the metrics, a readiness check that passes once both
+// every replica) whose handlers feed the countdowns' memory from the start,
+// leading or not, the metrics, a readiness check that passes once both
 // informers have synced, DebugEvictionsPath on the metrics server, and r
 // itself as a Runnable that needs leader election.
 func (r *Runnable) SetupWithManager(mgr ctrlmanager.Manager) error {
@@ -88,9 +94,20 @@ func (r *Runnable) SetupWithManager(mgr ctrlmanager.Manager) error {
 	}
 	r.reader = mgr.GetCache()
 	log := mgr.GetLogger()
+	r.log = log
 	r.metrics = newMetrics()
 	cfg := r.Config
 	cfg.GetNode, cfg.GetPod, cfg.PodsOnNode = r.getNode, r.getPod, r.podsOnNode
+	r.countdowns = tolerations.NewCountdowns(cfg.Clock, cfg.Matcher)
+	cfg.Countdowns = r.countdowns
+	// Fed on every replica from the informers' start, so that a standby
+	// that takes over ends each countdown when the old leader would have.
+	if _, err := r.nodes.AddEventHandler(handler(r.observeNode)); err != nil {
+		return fmt.Errorf("noexecute: add node handler: %w", err)
+	}
+	if _, err := r.pods.AddEventHandler(handler(r.observePod)); err != nil {
+		return fmt.Errorf("noexecute: add pod handler: %w", err)
+	}
 	cfg.Client = podClient{mgr.GetClient()}
 	cfg.Recorder = eventRecorder{mgr.GetEventRecorder(r.Name)}
 	cfg.Logger = &log
@@ -127,8 +144,9 @@ func (r *Runnable) NeedLeaderElection() bool { return true }
 // does when this replica stops or loses the lease. The informers, already
 // synced, first tell it of every node and pod as additions: it starts from
 // the cluster's state, and deadlines come from the objects (taints'
-// TimeAdded, pods' PodScheduled), so a new leader ends each countdown when
-// the old one would have. When ctx is done, scheduled evictions are dropped
+// TimeAdded, pods' PodScheduled) and from what the countdowns remembered
+// while this replica stood by (first sights, deadlines kept), so a new
+// leader ends each countdown when the old one would have. When ctx is done, scheduled evictions are dropped
 // and those in flight cancelled; Start returns once they have returned.
 func (r *Runnable) Start(ctx context.Context) error {
 	r.metrics.leader.Set(1)
@@ -184,6 +202,36 @@ func handler[T runtime.Object](update func(old, new T)) toolscache.ResourceEvent
 			}
 		},
 	}
+}
+
+// observeNode feeds a node's event to the countdowns, and its pods' when
+// its NoExecute taints changed. The pods are listed from the cache, which
+// waits for the pod informer to sync.
+func (r *Runnable) observeNode(old, node *v1.Node) {
+	if node == nil {
+		r.countdowns.ForgetNode(old.Name)
+		return
+	}
+	if !r.countdowns.ObserveNode(node) {
+		return
+	}
+	pods, err := r.podsOnNode(node.Name)
+	if err != nil {
+		r.log.Error(err, "Listing a node's pods for the countdowns", "node", node.Name)
+		return
+	}
+	for _, pod := range pods {
+		r.countdowns.ObservePod(pod)
+	}
+}
+
+// observePod feeds a pod's event to the countdowns.
+func (r *Runnable) observePod(old, pod *v1.Pod) {
+	if pod == nil {
+		r.countdowns.ObservePodDeleted(old)
+		return
+	}
+	r.countdowns.ObservePod(pod)
 }
 
 func (r *Runnable) getNode(name string) (*v1.Node, error) {
