@@ -2,10 +2,15 @@
 // exactly as Kubernetes does, and decides when a pod on a NoExecute-tainted
 // node must be evicted: now, at a time, or never.
 //
-// Most callers should make one [Countdowns] and call its Decide on every
-// update of a node and of a pod on it: a toleration counts from when its taint
-// was added or the pod bound, or from first sight where Kubernetes did not
-// record it, so the eviction comes however often the pod is decided again.
+// Most callers should make one [Countdowns] when they start, feed it every
+// node and pod event on every replica ([Countdowns.ObserveNode],
+// [Countdowns.ObservePod], [Countdowns.ObservePodDeleted],
+// [Countdowns.ForgetNode]), and, where the replica acts, call its Decide on
+// every update of a node and of a pod on it: a toleration counts from when
+// its taint was added or the pod bound, or from first sight where Kubernetes
+// did not record it, and a deadline moves later only when its taint leaves,
+// so the eviction comes however often the pod is decided again, and a
+// standby that takes over decides the deadlines the leader had.
 // [Decide] is the rule, for one decision; [GetMatchingTolerations],
 // [MinTolerationTime] and [GetNoExecuteTaints] are upstream's helpers;
 // [AppendMatchingTolerations] matches for hot paths.

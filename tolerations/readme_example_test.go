@@ -35,12 +35,13 @@ func Example_quickStart() {
 	ok, used := tolerations.GetMatchingTolerations(taints, pod.Spec.Tolerations)
 	fmt.Println("tolerated:", ok, "for", tolerations.MinTolerationTime(used))
 
-	// A controller decides again on every node and pod update; the deadline
-	// stays where first sight put it, and comes.
+	// A controller decides again on every node and pod update (its standbys'
+	// informers feed their own Countdowns with ObserveNode and ObservePod); the
+	// deadline stays where first sight put it, and comes.
 	for _, at := range []time.Duration{0, time.Minute, 4 * time.Minute, 5 * time.Minute} {
 		clk.SetTime(t0.Add(at)) // an update arrives
 		switch d := countdowns.Decide(node, pod); d.Action {
-		case tolerations.EvictNow: // then, once the pod is deleted, countdowns.ForgetPod(pod.Namespace, pod.Name)
+		case tolerations.EvictNow: // then, once the pod is deleted, countdowns.ObservePodDeleted(pod)
 			fmt.Printf("+%v delete the pod now: %v\n", at, d)
 		case tolerations.EvictAt: // e.g. a timedqueue's UpdateWork(pod, now, d.At): it schedules, or moves a schedule
 			fmt.Printf("+%v schedule the deletion: %v\n", at, d)

@@ -105,8 +105,8 @@
 // --register-with-taints sets it; a pod created with its node name set,
 // which has no PodScheduled condition), the manager uses the time it first
 // saw the taint on the node, or the pod on its node, which a
-// [tolerations.Countdowns] remembers. So every countdown ends, however
-// often the pod is decided again.
+// [tolerations.Countdowns] remembers ([Config.Countdowns]). So every
+// countdown ends, however often the pod is decided again.
 //
 // While a countdown runs, its deadline moves later only when its taint (key
 // and effect) leaves the node or the pod is replaced (new UID, or another
@@ -124,13 +124,12 @@
 // [clock.Clock] in [Config]; nothing reads the wall clock.
 //
 // Memory: besides the eviction queue's entry, a pod with a scheduled eviction
-// costs one 32-byte map slot, keyed by a 64-bit hash of its namespace and
-// name (and a 24-byte slot in the Countdowns if it has no PodScheduled
-// time), forgotten when the eviction is cancelled or the pod, its node or
-// the node's NoExecute taints go; a pod the manager removed costs 16 bytes
-// until its informer shows the deletion; a taint with no TimeAdded costs a
-// few words per node. These maps, the eviction budget's and the
-// dispatcher's lanes are rebuilt when they shrink to a quarter of their
+// (or with no PodScheduled time) costs a 40-byte slot in the Countdowns,
+// forgotten when the pod goes, or when it is decided again after its node's
+// NoExecute taints go; a pod the manager removed costs 16 bytes until its
+// informer shows the deletion; a node with NoExecute taints costs a copy of
+// them. These maps, the eviction budget's and the dispatcher's lanes are
+// rebuilt when they shrink to a quarter of their
 // peak, so a node failure's peak does not stay. Logs
 // and events cost nothing when off: their arguments are built only when a
 // line is logged or a Recorder is set.
