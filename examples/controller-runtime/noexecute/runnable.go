@@ -17,6 +17,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/taintkit/taintkit/examples/internal/kube"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
@@ -56,7 +57,7 @@ type Runnable struct {
 	Name string
 
 	m           *manager.Manager
-	metrics     *metrics
+	metrics     *kube.Metrics
 	nodes, pods cache.Informer
 	reader      client.Reader
 }
@@ -88,24 +89,23 @@ func (r *Runnable) SetupWithManager(mgr ctrlmanager.Manager) error {
 	}
 	r.reader = mgr.GetCache()
 	log := mgr.GetLogger()
-	r.metrics = newMetrics()
-	cfg := r.Config
-	cfg.GetNode, cfg.GetPod, cfg.PodsOnNode = r.getNode, r.getPod, r.podsOnNode
-	cfg.Client = podClient{mgr.GetClient()}
-	cfg.Recorder = eventRecorder{mgr.GetEventRecorder(r.Name)}
-	cfg.Logger = &log
-	cfg.Metrics, cfg.QueueMetrics, cfg.DispatcherMetrics = r.metrics, queueMetrics{r.metrics}, dispatcherMetrics{r.metrics}
-	if r.m, err = manager.New(cfg); err != nil {
-		return fmt.Errorf("noexecute: %w", err)
-	}
-	r.metrics.m = r.m
 	reg := r.Registry
 	if reg == nil {
 		reg = crmetrics.Registry
 	}
-	if err := r.metrics.register(reg); err != nil {
+	if r.metrics, err = kube.NewMetrics(reg); err != nil {
 		return fmt.Errorf("noexecute: register metrics: %w", err)
 	}
+	cfg := r.Config
+	cfg.GetNode, cfg.GetPod, cfg.PodsOnNode = r.getNode, r.getPod, r.podsOnNode
+	cfg.Client = &kube.PodClient{API: kube.ControllerRuntimeAPI(mgr.GetClient()), GetPod: r.getPod}
+	cfg.Recorder = eventRecorder{mgr.GetEventRecorder(r.Name)}
+	cfg.Logger = &log
+	cfg.Metrics, cfg.QueueMetrics, cfg.DispatcherMetrics = r.metrics, r.metrics.Queue(), r.metrics.Dispatcher()
+	if r.m, err = manager.New(cfg); err != nil {
+		return fmt.Errorf("noexecute: %w", err)
+	}
+	r.metrics.SetManager(r.m)
 	if err := mgr.AddReadyzCheck(r.Name, func(*http.Request) error {
 		if !r.nodes.HasSynced() || !r.pods.HasSynced() {
 			return errors.New("node and pod informers not synced")
@@ -131,8 +131,8 @@ func (r *Runnable) NeedLeaderElection() bool { return true }
 // the old one would have. When ctx is done, scheduled evictions are dropped
 // and those in flight cancelled; Start returns once they have returned.
 func (r *Runnable) Start(ctx context.Context) error {
-	r.metrics.leader.Set(1)
-	defer r.metrics.leader.Set(0)
+	r.metrics.SetLeader(true)
+	defer r.metrics.SetLeader(false)
 	ctx, stop := context.WithCancel(ctx)
 	stopped := make(chan struct{})
 	go func() {
