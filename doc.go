@@ -61,6 +61,62 @@
 // MetricsProvider whose metrics are made for the instance's name
 // (timedqueue.WithName, sharding's Config.Name) and, in sharding, a lane.
 //
+// # Metrics and hooks
+//
+// timedqueue's and sharding's MetricsProviders share method names (New…Metric),
+// but not every name counts the same thing in both. What each counts, read
+// from the code (sharding's per lane; durations in seconds on the clock):
+//
+//	metric          timedqueue                      sharding
+//	Depth           schedules not running: pending, items queued: not being
+//	                backing off, deferred (RetryAt, handled nor waiting for
+//	                admit func) or waiting for a    a retry (Dispatcher.Len)
+//	                withdrawn attempt
+//	Backoff *       schedules not running with a    items waiting for a retry
+//	                failed attempt; part of Depth   (not part of Depth)
+//	Running         slots held: attempts in flight, —
+//	                withdrawn ones, hook calls
+//	Adds            schedules made by AddWork or    —
+//	                by UpdateWork (new or moved)
+//	Retries         failed attempts whose retry is  failed attempts whose retry
+//	                armed (not RetryAt deferrals)   is scheduled
+//	Failures        schedules whose last attempt    Failures *: items whose
+//	                failed: MaxAttempts, Permanent, last attempt failed
+//	                or failed after Shutdown        (MaxAttempts)
+//	Drops           schedules Shutdown dropped      Failures + ShutdownDrops
+//	                before they ran, or deferred    + Refusals
+//	                (RetryAt) after it
+//	ShutdownDrops * —: Drops is this                items Run dropped at
+//	                                                shutdown, queued or waiting
+//	                                                for a retry
+//	Refusals *      —: AddWork and UpdateWork       adds refused: after Run
+//	                report it by returning false    stopped, invalid items,
+//	                                                key func panics
+//	Lateness        start − FireAt of a schedule's  —
+//	                first attempt
+//	Duration        each admitted attempt's work    each attempt's handler
+//	                func
+//
+// A metric marked * is made only by a provider that implements an optional
+// interface: timedqueue.BackoffMetricsProvider, sharding.BackoffMetricsProvider
+// and sharding.DropCauseMetricsProvider (an interface method added to
+// MetricsProvider would break every provider written for v1). So a dashboard
+// that puts the two side by side compares timedqueue's Depth with sharding's
+// Depth + Backoff, timedqueue's Failures with sharding's Failures, and
+// timedqueue's Drops with sharding's ShutdownDrops. An attempt that fails
+// while shutting down differs: timedqueue counts it in Failures and retries
+// it no more; sharding counts no failure and drops the item (ShutdownDrops).
+//
+// The hooks, which must not block:
+//
+//	hook            timedqueue                      sharding
+//	on a failure    SetFailureHook: each of         Config.OnDrop, Err wrapping
+//	                Failures, once the key is free  the last error: Failures
+//	on a drop       —: logged with their number     Config.OnDrop, Err
+//	                                                ErrStopped: ShutdownDrops;
+//	                                                never a refusal
+//	on a retry      SetRetryHook: each of Retries   —
+//
 // # Logging
 //
 // The packages that log (timedqueue, sharding and the example manager) take a

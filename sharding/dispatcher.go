@@ -134,13 +134,13 @@ func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
 	// A refused add is counted and logged, never passed to OnDrop: a hook
 	// that re-adds what it is given would otherwise recurse without end.
 	if !validItem(item) {
-		rt.m.drops.Inc()
+		rt.m.refused()
 		d.log.Error(ErrInvalidItem, "Dropping item", "lane", rt.lane)
 		return
 	}
 	key, err := shardKey(rt.key, item)
 	if err != nil {
-		rt.m.drops.Inc()
+		rt.m.refused()
 		d.log.Error(err, "Dropping item: shard key func panicked", "lane", rt.lane, "item", item,
 			"stack", string(err.(*PanicError).Stack))
 		return
@@ -151,12 +151,15 @@ func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		rt.m.drops.Inc()
+		rt.m.refused()
 		d.log.V(2).Info("Dropping item added after the dispatcher stopped", "lane", rt.lane, "item", item)
 		return
 	}
-	queued := rt.of(s).add(item)
+	queued, retryCancelled := rt.of(s).add(item)
 	s.mu.Unlock()
+	if retryCancelled {
+		rt.m.backoff.Dec()
+	}
 	if queued {
 		// Metrics are called after the unlock, so a worker's Dec can
 		// overtake this Inc: the gauge may read one low for a moment.
@@ -343,12 +346,13 @@ func settle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 			"lane", rt.lane, "item", item, "err", err)
 	case outcomeRetry:
 		rt.m.retries.Inc()
+		rt.m.backoff.Inc()
 		wait := d.retry.backoff(attempts)
 		d.log.V(2).Info("Handler failed, will retry", "lane", rt.lane, "item", item,
 			"failedAttempts", attempts, "retryIn", wait, "err", err)
 		scheduleRetry(d, rt, retryEntry[T]{due: end.Add(wait), gen: gen, shard: idx, item: item})
 	case outcomeDrop:
-		rt.m.drops.Inc()
+		rt.m.failed()
 		err = fmt.Errorf("sharding: %s item dropped after %d failed attempts: %w", rt.lane, attempts, err)
 		d.log.Error(err, "Dropping item", "lane", rt.lane, "item", item)
 		d.reportDrop(rt.drop(item, attempts, err))
@@ -510,9 +514,11 @@ func (d *Dispatcher[H, L]) promoteDue(now time.Time) (time.Time, bool) {
 	d.dueHint.Store(hint)
 	d.rmu.Unlock()
 	for range nh {
+		d.high.m.backoff.Dec()
 		d.high.m.depth.Inc()
 	}
 	for range nl {
+		d.low.m.backoff.Dec()
 		d.low.m.depth.Inc()
 	}
 	return next, ok
@@ -573,8 +579,10 @@ func dropStopped[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], i
 	for _, it := range items {
 		if queued {
 			rt.m.depth.Dec()
+		} else {
+			rt.m.backoff.Dec()
 		}
-		rt.m.drops.Inc()
+		rt.m.stopped()
 		d.reportDrop(rt.drop(it.item, it.attempts, ErrStopped))
 	}
 }

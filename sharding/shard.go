@@ -106,10 +106,11 @@ const (
 )
 
 // add applies an add of item and reports whether it queued the item (at the
-// back of the ring). An item already queued stays where it is; one being
-// handled is marked to run once more; one waiting for a retry is queued now,
-// which cancels the retry, with its attempts reset.
-func (l *lane[T]) add(item T) bool {
+// back of the ring), and whether that cancelled a retry it waited for. An
+// item already queued stays where it is; one being handled is marked to run
+// once more; one waiting for a retry is queued now, which cancels the retry,
+// with its attempts reset.
+func (l *lane[T]) add(item T) (queued, retryCancelled bool) {
 	if l.items == nil {
 		l.items = make(map[T]itemState)
 	}
@@ -117,18 +118,18 @@ func (l *lane[T]) add(item T) bool {
 	if ok {
 		switch st.phase {
 		case phaseQueued, phaseHandlingReadd:
-			return false
+			return false, false
 		case phaseHandling:
 			st.phase = phaseHandlingReadd
 			l.items[item] = st
-			return false
+			return false, false
 		}
 		// phaseWaiting: the heap entry goes stale once the phase changes.
 	}
 	l.items[item] = itemState{phase: phaseQueued}
 	l.peak = max(l.peak, len(l.items))
 	l.q.push(item)
-	return true
+	return true, ok
 }
 
 // pop takes the front item for handling. The lane must not be empty.

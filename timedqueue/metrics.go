@@ -18,7 +18,9 @@ type Histogram interface {
 
 // MetricsProvider creates a queue's metrics in [New], each for the queue's
 // name ([WithName]). A method may return nil, which records nothing. Metrics
-// must be safe for concurrent use and not block.
+// must be safe for concurrent use and not block. A provider may also
+// implement [BackoffMetricsProvider]; the taintkit package documentation
+// compares each metric with sharding's.
 type MetricsProvider interface {
 	NewDepthMetric(name string) Gauge        // pending and backing-off schedules
 	NewRunningMetric(name string) Gauge      // attempts in flight, withdrawn ones included
@@ -28,6 +30,17 @@ type MetricsProvider interface {
 	NewDropsMetric(name string) Counter      // schedules dropped by Shutdown
 	NewLatenessMetric(name string) Histogram // start − FireAt of first attempts, in seconds
 	NewDurationMetric(name string) Histogram // attempt durations, in seconds on the clock
+}
+
+// BackoffMetricsProvider is a [MetricsProvider] that also gauges the
+// schedules backing off: not running, with a failed attempt, waiting for
+// their NextAttempt. They are part of depth: depth minus backoff is what
+// sharding's depth gauge counts, and backoff means what sharding's does.
+// [New] calls it if the provider implements this interface.
+type BackoffMetricsProvider interface {
+	MetricsProvider
+	// NewBackoffMetric gauges the schedules backing off.
+	NewBackoffMetric(name string) Gauge
 }
 
 type noopMetric struct{}
@@ -50,6 +63,7 @@ func (noopProvider) NewDurationMetric(string) Histogram { return noopMetric{} }
 // metrics holds one queue's metrics; nil results from a provider become no-ops.
 type metrics struct {
 	pending, running               Gauge
+	backoff                        Gauge // a no-op unless the provider is a BackoffMetricsProvider
 	adds, retries, failures, drops Counter
 	lateness, workDuration         Histogram
 	timeWork                       bool // workDuration is not a no-op: read the clock around work
@@ -66,7 +80,10 @@ func newMetrics(p MetricsProvider, name string) metrics {
 		lateness:     p.NewLatenessMetric(name),
 		workDuration: p.NewDurationMetric(name),
 	}
-	for _, g := range []*Gauge{&m.pending, &m.running} {
+	if bp, ok := p.(BackoffMetricsProvider); ok {
+		m.backoff = bp.NewBackoffMetric(name)
+	}
+	for _, g := range []*Gauge{&m.pending, &m.running, &m.backoff} {
 		if *g == nil {
 			*g = noopMetric{}
 		}
@@ -89,7 +106,7 @@ func newMetrics(p MetricsProvider, name string) metrics {
 // delta is a batch of metric updates computed under the lock and applied after
 // it is released, so metric implementations never run under the queue's lock.
 type delta struct {
-	pending, running               int
+	pending, running, backoff      int
 	adds, retries, failures, drops int
 }
 
@@ -105,6 +122,12 @@ func (m *metrics) apply(d delta) {
 	}
 	for ; d.running < 0; d.running++ {
 		m.running.Dec()
+	}
+	for ; d.backoff > 0; d.backoff-- {
+		m.backoff.Inc()
+	}
+	for ; d.backoff < 0; d.backoff++ {
+		m.backoff.Dec()
 	}
 	for ; d.adds > 0; d.adds-- {
 		m.adds.Inc()

@@ -74,3 +74,87 @@ func TestMetricsCarryName(t *testing.T) {
 		assert.Zero(t, q.Len(), "then failed for good")
 	})
 }
+
+// backoffProvider implements BackoffMetricsProvider: its backoff gauge is
+// real, the others record nothing.
+type backoffProvider struct {
+	namingProvider
+	mu      sync.Mutex
+	backoff int
+}
+
+var _ timedqueue.BackoffMetricsProvider = (*backoffProvider)(nil)
+
+func (p *backoffProvider) NewBackoffMetric(string) timedqueue.Gauge { return backoffGauge{p} }
+
+func (p *backoffProvider) value() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.backoff
+}
+
+type backoffGauge struct{ p *backoffProvider }
+
+func (g backoffGauge) Inc() { g.p.mu.Lock(); g.p.backoff++; g.p.mu.Unlock() }
+func (g backoffGauge) Dec() { g.p.mu.Lock(); g.p.backoff--; g.p.mu.Unlock() }
+
+// A provider implementing BackoffMetricsProvider gets a gauge of the
+// schedules backing off, which GetWorker shows as not running with
+// Attempts > 0, through every way in and out: a failure, a deferral after
+// a failure, a start, a final failure, CancelWork, UpdateWork (which
+// resets Attempts) and Shutdown.
+func TestBackoffMetric(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		p := &backoffProvider{}
+		var mu sync.Mutex
+		tries := map[string]int{}
+		q, err := timedqueue.New(func(_ context.Context, k string) error {
+			mu.Lock()
+			tries[k]++
+			n := tries[k]
+			mu.Unlock()
+			if k == "d" && n == 2 {
+				return timedqueue.RetryAt(t0.Add(time.Hour), errors.New("not yet"))
+			}
+			return errors.New("fails")
+		}, timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()), timedqueue.WithMetricsProvider(p),
+			timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: time.Second}))
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, q.Shutdown(context.Background())) })
+		keys := []string{"a", "b", "c", "d", "e"}
+		backingOff := func() int {
+			n := 0
+			for _, k := range keys {
+				if w, ok := q.GetWorker(k); ok && w.Attempts > 0 && !w.Running {
+					n++
+				}
+			}
+			return n
+		}
+		check := func(what string, want int) {
+			t.Helper()
+			require.Equal(t, want, backingOff(), "%s: schedules backing off, as GetWorker shows them", what)
+			assert.Equal(t, want, p.value(), "%s: the backoff gauge", what)
+		}
+
+		for _, k := range keys[:4] {
+			q.AddWork(k, t0, t0)
+		}
+		q.AddWork("e", t0, t0.Add(time.Hour)) // pending: not backing off
+		synctest.Wait()
+		check("a, b, c and d failed once", 4)
+		assert.True(t, q.CancelWork("a"))
+		check("a cancelled", 3)
+		assert.True(t, q.UpdateWork("b", t0, t0.Add(time.Hour)))
+		check("b rescheduled, its attempts reset", 2)
+		clk.Step(time.Second) // c fails again; d defers after its failure
+		synctest.Wait()
+		check("c failed twice, d deferred", 2)
+		clk.Step(time.Second) // c's third and last attempt fails
+		synctest.Wait()
+		check("c failed for good", 1)
+		require.NoError(t, q.Shutdown(context.Background()))
+		check("shut down", 0)
+	})
+}

@@ -225,6 +225,9 @@ func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) boo
 		if wasFar {
 			delete(q.s.xnext, i) // Attempts is reset: NextAttempt is FireAt
 		}
+		if e.attempts > 0 {
+			d.backoff-- // no longer backing off
+		}
 		e.attempts, e.deferred = 0, false
 		e.seq = q.s.nextSeq() // a new schedule: ordered after earlier ones with the same time
 		e.next = e.fire       // setTimes stored FireAt as unixNano does
@@ -305,6 +308,9 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 		q.mu.Unlock()
 		return false
 	case stateWaiting:
+		if e.attempts > 0 {
+			d.backoff--
+		}
 		// Lazy deletion: free the slot, which leaves its heap node stale.
 		q.s.release(i)
 		if q.s.unwait(i, far) {

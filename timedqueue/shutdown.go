@@ -21,6 +21,9 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 			if q.s.at(i).state == stateRunning {
 				return true
 			}
+			if q.s.at(i).attempts > 0 {
+				d.backoff--
+			}
 			q.s.release(i)
 			dropped++
 			return false

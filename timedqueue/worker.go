@@ -191,7 +191,7 @@ func (q *TimedWorkerQueue[K]) startDueLocked(now reading, d *delta) {
 		if !ok || !q.s.due(n, far, now) {
 			return
 		}
-		a := q.beginLocked(q.s.pop(far), now, nil)
+		a := q.beginLocked(q.s.pop(far), now, nil, d)
 		q.active++
 		d.running++
 		d.pending--
@@ -201,8 +201,11 @@ func (q *TimedWorkerQueue[K]) startDueLocked(now reading, d *delta) {
 
 // beginLocked marks slot i, just taken from the heap, running and returns its
 // attempt: a, reused, or a new one if a is nil.
-func (q *TimedWorkerQueue[K]) beginLocked(i int32, now reading, a *attempt[K]) *attempt[K] {
+func (q *TimedWorkerQueue[K]) beginLocked(i int32, now reading, a *attempt[K], d *delta) *attempt[K] {
 	e := q.s.at(i)
+	if e.attempts > 0 {
+		d.backoff-- // it was backing off
+	}
 	e.state = stateRunning
 	if a == nil {
 		a = new(attempt[K])
@@ -467,6 +470,9 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		s.setNext(i, at)
 		s.push(i)
 		d.pending++
+		if e.attempts > 0 {
+			d.backoff++
+		}
 		o.kind, o.err = outcomeDeferred, err
 	default:
 		e.attempts++
@@ -477,6 +483,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 			s.push(i)
 			d.pending++
 			d.retries++
+			d.backoff++
 			if o.hook = h.retry; o.hook != nil {
 				o.w = q.snapshotLocked(i)
 			} else {
@@ -523,7 +530,7 @@ func (q *TimedWorkerQueue[K]) release(a *attempt[K]) *attempt[K] {
 // one, keeping its slot; or gives the slot up and returns nil.
 func (q *TimedWorkerQueue[K]) nextLocked(d *delta, now reading, a *attempt[K]) *attempt[K] {
 	if n, far, ok := q.s.peek(); !q.closed && ok && q.s.due(n, far, now) {
-		a = q.beginLocked(q.s.pop(far), now, a)
+		a = q.beginLocked(q.s.pop(far), now, a, d)
 		d.pending--
 		q.pumpLocked(d)
 		return a

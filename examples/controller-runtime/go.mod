@@ -2,13 +2,17 @@ module github.com/taintkit/taintkit/examples/controller-runtime
 
 go 1.26.0
 
-replace github.com/taintkit/taintkit => ../..
+replace (
+	github.com/taintkit/taintkit => ../..
+	github.com/taintkit/taintkit/examples/internal/kube => ../internal/kube
+)
 
 require (
 	github.com/go-logr/logr v1.4.4
 	github.com/prometheus/client_golang v1.24.0
 	github.com/stretchr/testify v1.12.1
 	github.com/taintkit/taintkit v0.0.0-00010101000000-000000000000
+	github.com/taintkit/taintkit/examples/internal/kube v0.0.0-00010101000000-000000000000
 	go.uber.org/zap v1.27.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2

@@ -2,7 +2,10 @@ module github.com/taintkit/taintkit/examples/controller
 
 go 1.26.0
 
-replace github.com/taintkit/taintkit => ../..
+replace (
+	github.com/taintkit/taintkit => ../..
+	github.com/taintkit/taintkit/examples/internal/kube => ../internal/kube
+)
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
@@ -13,6 +16,7 @@ require (
 	github.com/spf13/pflag v1.0.10
 	github.com/stretchr/testify v1.12.1
 	github.com/taintkit/taintkit v0.0.0-00010101000000-000000000000
+	github.com/taintkit/taintkit/examples/internal/kube v0.0.0-00010101000000-000000000000
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -34,6 +38,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
+	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/felixge/httpsnoop v1.0.4 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect

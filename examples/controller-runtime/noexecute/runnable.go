@@ -18,6 +18,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/taintkit/taintkit/examples/internal/kube"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 	"github.com/taintkit/taintkit/tolerations"
 )
@@ -60,7 +61,7 @@ type Runnable struct {
 
 	m           *manager.Manager
 	countdowns  *tolerations.Countdowns
-	metrics     *metrics
+	metrics     *kube.Metrics
 	nodes, pods cache.Informer
 	reader      client.Reader
 	log         logr.Logger
@@ -95,7 +96,13 @@ func (r *Runnable) SetupWithManager(mgr ctrlmanager.Manager) error {
 	r.reader = mgr.GetCache()
 	log := mgr.GetLogger()
 	r.log = log
-	r.metrics = newMetrics()
+	reg := r.Registry
+	if reg == nil {
+		reg = crmetrics.Registry
+	}
+	if r.metrics, err = kube.NewMetrics(reg); err != nil {
+		return fmt.Errorf("noexecute: register metrics: %w", err)
+	}
 	cfg := r.Config
 	cfg.GetNode, cfg.GetPod, cfg.PodsOnNode = r.getNode, r.getPod, r.podsOnNode
 	r.countdowns = tolerations.NewCountdowns(cfg.Clock, cfg.Matcher)
@@ -108,21 +115,14 @@ func (r *Runnable) SetupWithManager(mgr ctrlmanager.Manager) error {
 	if _, err := r.pods.AddEventHandler(handler(r.observePod)); err != nil {
 		return fmt.Errorf("noexecute: add pod handler: %w", err)
 	}
-	cfg.Client = podClient{mgr.GetClient()}
+	cfg.Client = &kube.PodClient{API: kube.ControllerRuntimeAPI(mgr.GetClient()), GetPod: r.getPod}
 	cfg.Recorder = eventRecorder{mgr.GetEventRecorder(r.Name)}
 	cfg.Logger = &log
-	cfg.Metrics, cfg.QueueMetrics, cfg.DispatcherMetrics = r.metrics, queueMetrics{r.metrics}, dispatcherMetrics{r.metrics}
+	cfg.Metrics, cfg.QueueMetrics, cfg.DispatcherMetrics = r.metrics, r.metrics.Queue(), r.metrics.Dispatcher()
 	if r.m, err = manager.New(cfg); err != nil {
 		return fmt.Errorf("noexecute: %w", err)
 	}
-	r.metrics.m = r.m
-	reg := r.Registry
-	if reg == nil {
-		reg = crmetrics.Registry
-	}
-	if err := r.metrics.register(reg); err != nil {
-		return fmt.Errorf("noexecute: register metrics: %w", err)
-	}
+	r.metrics.SetManager(r.m)
 	if err := mgr.AddReadyzCheck(r.Name, func(*http.Request) error {
 		if !r.nodes.HasSynced() || !r.pods.HasSynced() {
 			return errors.New("node and pod informers not synced")
@@ -146,11 +146,12 @@ func (r *Runnable) NeedLeaderElection() bool { return true }
 // the cluster's state, and deadlines come from the objects (taints'
 // TimeAdded, pods' PodScheduled) and from what the countdowns remembered
 // while this replica stood by (first sights, deadlines kept), so a new
-// leader ends each countdown when the old one would have. When ctx is done, scheduled evictions are dropped
-// and those in flight cancelled; Start returns once they have returned.
+// leader ends each countdown when the old one would have. When ctx is done,
+// scheduled evictions are dropped and those in flight cancelled; Start
+// returns once they have returned.
 func (r *Runnable) Start(ctx context.Context) error {
-	r.metrics.leader.Set(1)
-	defer r.metrics.leader.Set(0)
+	r.metrics.SetLeader(true)
+	defer r.metrics.SetLeader(false)
 	ctx, stop := context.WithCancel(ctx)
 	stopped := make(chan struct{})
 	go func() {

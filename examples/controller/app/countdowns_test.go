@@ -12,7 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/internal/kube"
+	"github.com/taintkit/taintkit/examples/internal/kube/kubetest"
 )
 
 // A taint with no TimeAdded and a pod with no PodScheduled time: the
@@ -30,12 +31,12 @@ func TestRunStandbyRemembersFirstSight(t *testing.T) {
 		pod.Status.Conditions = nil // created with its node name: never scheduled
 		client := newFakeAPI(node, pod)
 		a, b, oa, ob := startPair(t, client)
-		requireValue(t, oa.Registry, 1, app.MetricEvictionsPending)
+		kubetest.RequireValue(t, oa.Registry, 1, kube.MetricEvictionsPending)
 
 		time.Sleep(4 * time.Second)
 		assert.NoError(t, a.stop())
 		waitTakeover(t, client, ob)
-		requireValue(t, ob.Registry, 1, app.MetricEvictionsPending)
+		kubetest.RequireValue(t, ob.Registry, 1, kube.MetricEvictionsPending)
 
 		assertDeletedAt(t, client, "daemon", t0.Add(10*time.Second), "the deadline counted from first sight")
 		assert.NoError(t, b.stop())

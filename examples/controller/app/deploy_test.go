@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/internal/kube/kubetest"
 )
 
 // manifests holds the objects of a kustomize build of deploy/.
@@ -299,7 +300,7 @@ func controllerActions(t *testing.T, o app.Options) []clienttesting.Action {
 			boundPod("web", "uid-web", "node-1", t0, nil),
 			boundPod("api", "uid-api", "node-1", t0, nil),
 			boundPod("db", "uid-db", "node-1", t0, ptr.To(time.Hour)))
-		refuseEvictions(client, func(_, name string) bool { return name == "api" })
+		kubetest.RefuseEvictions(client, func(_, name string) bool { return name == "api" })
 		r := start(t, client, o)
 		synctest.Wait()
 		// The test's own writes are not the controller's: note where they

@@ -5,7 +5,7 @@
 // [Run] starts shared informers for nodes and pods (the pods indexed by
 // spec.nodeName), waits for their caches, and feeds their events to the
 // manager, whose lookups read the informers' listers. The manager deletes
-// through a [PodClient]: it sets the pod's DisruptionTarget condition
+// through a [kube.PodClient]: it sets the pod's DisruptionTarget condition
 // (reason DeletionByTaintManager) with a patch of pods/status, then deletes
 // the pod with its UID as precondition, so a pod recreated under the same
 // name is never deleted in its predecessor's place. Events ("Scheduled for
@@ -16,7 +16,7 @@
 // # Safe eviction
 //
 // Options.UseEvictionAPI evicts through the Eviction API instead
-// ([PodClient.EvictPod]), which honours PodDisruptionBudgets; a budget's
+// ([kube.PodClient.EvictPod]), which honours PodDisruptionBudgets; a budget's
 // refusal is retried, and Options.EvictionFallbackAfter (zero: never) turns
 // it into a direct delete that long past the pod's deadline.
 // Options.EvictionRate and EvictionBurst bound how many evictions start per
@@ -34,7 +34,7 @@
 //
 // # Observability
 //
-// /metrics serves [Metrics] (names in the Metric constants) and the Go
+// /metrics serves [kube.Metrics] (names in kube's Metric constants) and the Go
 // runtime's metrics, and /debug/evictions on the same server the scheduled
 // evictions as JSON ([EvictionsHandler]). With Options.MetricsSecure (the
 // default) that server speaks HTTPS and lets through only requests whose

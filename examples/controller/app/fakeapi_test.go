@@ -1,21 +1,17 @@
 package app_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/taintkit/taintkit/examples/internal/kube/kubetest"
 )
 
 var (
@@ -23,39 +19,12 @@ var (
 	eventsResource = v1.SchemeGroupVersion.WithResource("events")
 )
 
-// newFakeAPI returns a fake clientset holding objs that also checks what
-// the API server checks and the fake's tracker does not:
-//   - a pods/status patch whose metadata.uid is not the pod's fails as the
-//     server fails it, with 422 Invalid on the field metadata.uid;
-//   - a pod delete whose UID precondition is not the pod's fails with 409
-//     Conflict and deletes nothing;
-//   - an eviction (create on pods/eviction) checks the pod exists (404)
-//     and the UID precondition (409), then deletes the pod; the fake's
-//     own reactor would answer 201 and leave the pod (see refuseEvictions
-//     for a budget's refusal);
-//   - an event created under a name that exists gets a suffix: the
-//     recorder names events after the clock, which a synctest bubble
-//     stops, and the server would take both.
+// newFakeAPI returns kubetest.NewClientset(objs...), which checks pods'
+// UIDs as the API server does, and also gives an event created under a
+// name that exists a suffix: the recorder names events after the clock,
+// which a synctest bubble stops, and the server would take both.
 func newFakeAPI(objs ...runtime.Object) *fake.Clientset {
-	client := fake.NewClientset(objs...)
-	client.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		ca := a.(clienttesting.CreateAction)
-		if ca.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		ev := ca.GetObject().(*policyv1.Eviction)
-		obj, err := client.Tracker().Get(podsResource, ca.GetNamespace(), ev.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		if ev.DeleteOptions != nil && ev.DeleteOptions.Preconditions != nil && ev.DeleteOptions.Preconditions.UID != nil {
-			if uid := obj.(*v1.Pod).UID; uid != *ev.DeleteOptions.Preconditions.UID {
-				return true, nil, apierrors.NewConflict(v1.Resource("pods"), ev.Name,
-					fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *ev.DeleteOptions.Preconditions.UID, uid))
-			}
-		}
-		return true, ev, client.Tracker().Delete(podsResource, ca.GetNamespace(), ev.Name)
-	})
+	client := kubetest.NewClientset(objs...)
 	var eventNames atomic.Int64
 	client.PrependReactor("create", "events", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		ca := a.(clienttesting.CreateAction)
@@ -67,77 +36,11 @@ func newFakeAPI(objs ...runtime.Object) *fake.Clientset {
 		e.Name = fmt.Sprintf("%s-%d", e.Name, eventNames.Add(1))
 		return true, e, client.Tracker().Create(eventsResource, e, ca.GetNamespace())
 	})
-	client.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		pa := a.(clienttesting.PatchAction)
-		if pa.GetSubresource() != "status" {
-			return false, nil, nil
-		}
-		var patch struct {
-			Metadata struct {
-				UID types.UID `json:"uid"`
-			} `json:"metadata"`
-		}
-		if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil || patch.Metadata.UID == "" {
-			return false, nil, nil
-		}
-		obj, err := client.Tracker().Get(podsResource, pa.GetNamespace(), pa.GetName())
-		if err != nil {
-			return false, nil, nil // the default reactor answers NotFound
-		}
-		if uid := obj.(*v1.Pod).UID; uid != patch.Metadata.UID {
-			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, pa.GetName(), field.ErrorList{
-				field.Invalid(field.NewPath("metadata", "uid"), patch.Metadata.UID, "field is immutable"),
-			})
-		}
-		return false, nil, nil
-	})
-	client.PrependReactor("delete", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		da := a.(clienttesting.DeleteAction)
-		pre := da.GetDeleteOptions().Preconditions
-		if pre == nil || pre.UID == nil {
-			return false, nil, nil
-		}
-		obj, err := client.Tracker().Get(podsResource, da.GetNamespace(), da.GetName())
-		if err != nil {
-			return false, nil, nil
-		}
-		if uid := obj.(*v1.Pod).UID; uid != *pre.UID {
-			return true, nil, apierrors.NewConflict(v1.Resource("pods"), da.GetName(),
-				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *pre.UID, uid))
-		}
-		return false, nil, nil
-	})
 	return client
 }
 
-// refuseEvictions makes the fake API server refuse the evictions for which
-// refuse returns true as it does for a PodDisruptionBudget that allows no
-// disruption: 429 TooManyRequests with a DisruptionBudget cause. Other
-// evictions go on to newFakeAPI's reactor.
-func refuseEvictions(client *fake.Clientset, refuse func(namespace, name string) bool) {
-	client.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		ca := a.(clienttesting.CreateAction)
-		if ca.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		name := ca.GetObject().(*policyv1.Eviction).Name
-		if !refuse(ca.GetNamespace(), name) {
-			return false, nil, nil
-		}
-		return true, nil, budgetRefusal("web-pdb")
-	})
-}
-
-// budgetRefusal is the API server's answer to an eviction that the budget
-// pdb forbids, as kube-apiserver v1.37 sends it.
-func budgetRefusal(pdb string) error {
-	err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
-	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
-		Type:    policyv1.DisruptionBudgetCause,
-		Message: fmt.Sprintf("The disruption budget %s does not allow evicting pods currently", pdb),
-	})
-	return err
-}
+// testPod returns the pod default/name with uid, bound to node-1.
+func testPod(name string, uid types.UID) *v1.Pod { return kubetest.Pod(name, uid) }
 
 // actionName returns the name of the object a recorded action is about
 // (for a create or an update, the object's), or "" for a list or a watch.

@@ -143,7 +143,7 @@ type Options struct {
 	// test can recreate the pod there to see the precondition refuse the
 	// delete.
 	BeforeDelete func(ctx context.Context, pod *v1.Pod)
-	// Registry, if not nil, receives the controller's metrics ([Metrics]).
+	// Registry, if not nil, receives the controller's metrics ([kube.Metrics]).
 	// Nil means a new registry per Run, with the Go runtime's and the
 	// process's metrics added, so that Runs in one process do not collide.
 	// The /metrics server serves the registry either way.

@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
+	"github.com/taintkit/taintkit/examples/internal/kube"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
@@ -127,7 +128,7 @@ type controller struct {
 	client   kubernetes.Interface
 	cluster  *cluster
 	recorder record.EventRecorder
-	metrics  *Metrics
+	metrics  *kube.Metrics
 	pending  *EvictionsHandler // /debug/evictions
 }
 
@@ -143,7 +144,7 @@ func run(ctx context.Context, cs clients, o Options) error {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	metrics, err := NewMetrics(reg)
+	metrics, err := kube.NewMetrics(reg)
 	if err != nil {
 		return fmt.Errorf("app: register metrics: %w", err)
 	}
@@ -211,13 +212,16 @@ func (c *controller) runManager(ctx context.Context, lost <-chan struct{}) error
 	acting, stopActing := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopActing(nil)
 
+	// The pod client reads the informer's pods unchanged: the conditions
+	// it keeps and the pod it hands BeforeDelete are the API server's.
+	cachedPod := func(namespace, name string) (*v1.Pod, error) { return c.cluster.podLister.Pods(namespace).Get(name) }
 	m, err := manager.New(manager.Config{
 		GetNode:    c.cluster.getNode,
 		GetPod:     c.cluster.getPod,
 		PodsOnNode: c.cluster.podsOnNode,
 		Countdowns: c.cluster.countdowns,
 		Client: untilStopped{
-			client: &PodClient{Client: c.client, Pods: c.cluster.podLister, BeforeDelete: c.o.BeforeDelete},
+			client: &kube.PodClient{API: kube.ClientsetAPI(c.client), GetPod: cachedPod, BeforeDelete: c.o.BeforeDelete},
 			stop:   acting,
 		},
 		Recorder:                 c.recorder,

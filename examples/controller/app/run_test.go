@@ -25,6 +25,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/internal/kube"
+	"github.com/taintkit/taintkit/examples/internal/kube/kubetest"
 )
 
 // These tests run the whole controller on a fake clientset inside a
@@ -187,18 +189,18 @@ func TestRunEvictsUntoleratedPod(t *testing.T) {
 			"Marking for deletion Pod default/web",
 		}, events(t, client, "web"))
 
-		requireValue(t, o.Registry, 1, app.MetricEvictions, "outcome", "deleted")
-		requireValue(t, o.Registry, 0, app.MetricEvictions, "outcome", "evicted")
-		requireValue(t, o.Registry, 1, app.MetricLeader)
-		requireValue(t, o.Registry, 0, app.MetricEvictionsPending)
-		requireValue(t, o.Registry, 0, app.MetricDispatcherDepth, "dispatcher", "noexecute-updates", "lane", "low")
-		requireValue(t, o.Registry, 0, app.MetricDispatcherDepth, "dispatcher", "noexecute-updates", "lane", "high")
-		requireValue(t, o.Registry, 0, app.MetricQueuePending, "queue", "noexecute-evictions")
-		got, ok := metricValue(t, o.Registry, app.MetricQueueAdds, "queue", "noexecute-evictions")
+		kubetest.RequireValue(t, o.Registry, 1, kube.MetricEvictions, "outcome", "deleted")
+		kubetest.RequireValue(t, o.Registry, 0, kube.MetricEvictions, "outcome", "evicted")
+		kubetest.RequireValue(t, o.Registry, 1, kube.MetricLeader)
+		kubetest.RequireValue(t, o.Registry, 0, kube.MetricEvictionsPending)
+		kubetest.RequireValue(t, o.Registry, 0, kube.MetricDispatcherDepth, "dispatcher", "noexecute-updates", "lane", "low")
+		kubetest.RequireValue(t, o.Registry, 0, kube.MetricDispatcherDepth, "dispatcher", "noexecute-updates", "lane", "high")
+		kubetest.RequireValue(t, o.Registry, 0, kube.MetricQueuePending, "queue", "noexecute-evictions")
+		got, ok := kubetest.MetricValue(t, o.Registry, kube.MetricQueueAdds, "queue", "noexecute-evictions")
 		assert.True(t, ok && got >= 1, "adds %v", got)
 
 		assert.NoError(t, r.stop())
-		requireValue(t, o.Registry, 0, app.MetricLeader)
+		kubetest.RequireValue(t, o.Registry, 0, kube.MetricLeader)
 	})
 }
 
@@ -400,17 +402,17 @@ func TestRunLeaderElectionHandover(t *testing.T) {
 		t0 := time.Now()
 		client := newFakeAPI(taintedNode("node-1", t0), boundPod("web", "uid-web", "node-1", t0, ptr.To(10*time.Second)))
 		a, b, oa, ob := startPair(t, client)
-		requireValue(t, oa.Registry, 1, app.MetricLeader)
-		requireValue(t, oa.Registry, 1, app.MetricEvictionsPending)
-		requireValue(t, ob.Registry, 0, app.MetricLeader)
+		kubetest.RequireValue(t, oa.Registry, 1, kube.MetricLeader)
+		kubetest.RequireValue(t, oa.Registry, 1, kube.MetricEvictionsPending)
+		kubetest.RequireValue(t, ob.Registry, 0, kube.MetricLeader)
 
 		time.Sleep(4 * time.Second)
 		assert.NoError(t, a.stop())
 		assert.Empty(t, *lease(t, client).Spec.HolderIdentity, "lease released")
 
 		waitTakeover(t, client, ob)
-		requireValue(t, ob.Registry, 1, app.MetricLeader)
-		requireValue(t, ob.Registry, 1, app.MetricEvictionsPending)
+		kubetest.RequireValue(t, ob.Registry, 1, kube.MetricLeader)
+		kubetest.RequireValue(t, ob.Registry, 1, kube.MetricEvictionsPending)
 
 		assertDeletedAt(t, client, "web", t0.Add(10*time.Second), "the original deadline")
 		assert.NoError(t, b.stop())
@@ -447,7 +449,7 @@ func TestRunLeaderLost(t *testing.T) {
 		// elector gives up a renew deadline after it.
 		assert.LessOrEqual(t, time.Since(cut), o.RetryPeriod+o.RenewDeadline)
 		assert.ErrorIs(t, <-cause, app.ErrLeaderLost, "the deletion in flight was not cancelled")
-		requireValue(t, o.Registry, 0, app.MetricLeader)
+		kubetest.RequireValue(t, o.Registry, 0, kube.MetricLeader)
 	})
 }
 
@@ -467,7 +469,7 @@ func TestRunStopWhileStandby(t *testing.T) {
 		r := start(t, client, o)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		requireValue(t, o.Registry, 0, app.MetricLeader)
+		kubetest.RequireValue(t, o.Registry, 0, kube.MetricLeader)
 		assert.NoError(t, r.stop())
 		assert.Equal(t, "other", *lease(t, client).Spec.HolderIdentity)
 	})

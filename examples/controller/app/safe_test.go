@@ -15,6 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/internal/kube"
+	"github.com/taintkit/taintkit/examples/internal/kube/kubetest"
 )
 
 // The safe-eviction flags, through Run on the fake API server, inside
@@ -59,7 +61,7 @@ func TestRunEvictionAPIWithFallback(t *testing.T) {
 			boundPod("api", "uid-api", "node-1", t0, nil),
 			boundPod("web", "uid-web", "node-1", t0, nil),
 		)
-		refuseEvictions(client, func(_, name string) bool { return name == "web" })
+		kubetest.RefuseEvictions(client, func(_, name string) bool { return name == "web" })
 		o := testOptions()
 		o.UseEvictionAPI = true
 		o.EvictionFallbackAfter = 30 * time.Second
@@ -68,11 +70,11 @@ func TestRunEvictionAPIWithFallback(t *testing.T) {
 
 		assert.False(t, podExists(t, client, "api"), "evicted")
 		assert.True(t, podExists(t, client, "web"), "refused, so still there")
-		requireValue(t, o.Registry, 1, app.MetricEvictions, "outcome", "evicted")
-		requireValue(t, o.Registry, 0, app.MetricEvictions, "outcome", "deleted")
-		refused, _ := metricValue(t, o.Registry, app.MetricEvictions, "outcome", "refused")
+		kubetest.RequireValue(t, o.Registry, 1, kube.MetricEvictions, "outcome", "evicted")
+		kubetest.RequireValue(t, o.Registry, 0, kube.MetricEvictions, "outcome", "deleted")
+		refused, _ := kubetest.MetricValue(t, o.Registry, kube.MetricEvictions, "outcome", "refused")
 		assert.GreaterOrEqual(t, refused, 1.0)
-		requireValue(t, o.Registry, 1, app.MetricEvictionsPending)
+		kubetest.RequireValue(t, o.Registry, 1, kube.MetricEvictionsPending)
 		for _, w := range podWrites(client) {
 			assert.True(t, strings.HasPrefix(w, "create ") && strings.HasSuffix(w, " eviction"),
 				"only evictions before the fallback, got %q", w)
@@ -85,15 +87,15 @@ func TestRunEvictionAPIWithFallback(t *testing.T) {
 		time.Sleep(30*time.Second - time.Millisecond)
 		synctest.Wait()
 		assert.True(t, podExists(t, client, "web"), "deleted before the fallback deadline")
-		refusedLater, _ := metricValue(t, o.Registry, app.MetricEvictions, "outcome", "refused")
+		refusedLater, _ := kubetest.MetricValue(t, o.Registry, kube.MetricEvictions, "outcome", "refused")
 		assert.Greater(t, refusedLater, refused, "retried while refused")
 
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
 		assert.False(t, podExists(t, client, "web"), "not deleted at the fallback deadline")
-		requireValue(t, o.Registry, 1, app.MetricEvictions, "outcome", "fallback_delete")
-		requireValue(t, o.Registry, 1, app.MetricEvictions, "outcome", "evicted")
-		requireValue(t, o.Registry, 0, app.MetricEvictionsPending)
+		kubetest.RequireValue(t, o.Registry, 1, kube.MetricEvictions, "outcome", "fallback_delete")
+		kubetest.RequireValue(t, o.Registry, 1, kube.MetricEvictions, "outcome", "evicted")
+		kubetest.RequireValue(t, o.Registry, 0, kube.MetricEvictionsPending)
 		writes := podWrites(client)
 		assert.Equal(t, []string{"patch web status", "delete web"}, writes[len(writes)-2:], "the fallback is a delete")
 		assert.Contains(t, writes, "create api eviction")
@@ -119,11 +121,11 @@ func TestRunDryRun(t *testing.T) {
 		o.DryRun = true
 		start(t, client, o)
 		synctest.Wait()
-		requireValue(t, o.Registry, 1, app.MetricEvictions, "outcome", "dry_run")
+		kubetest.RequireValue(t, o.Registry, 1, kube.MetricEvictions, "outcome", "dry_run")
 
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
-		requireValue(t, o.Registry, 2, app.MetricEvictions, "outcome", "dry_run")
+		kubetest.RequireValue(t, o.Registry, 2, kube.MetricEvictions, "outcome", "dry_run")
 
 		assert.Empty(t, podWrites(client), "a dry run writes to no pod")
 		// The pods change: decided again, but a real run would have
@@ -146,9 +148,9 @@ func TestRunDryRun(t *testing.T) {
 				withPrefix(events(t, client, name), "Would delete"), name)
 			assert.Empty(t, withPrefix(events(t, client, name), "Marking"), name)
 		}
-		requireValue(t, o.Registry, 2, app.MetricEvictions, "outcome", "dry_run")
-		requireValue(t, o.Registry, 0, app.MetricEvictions, "outcome", "deleted")
-		requireValue(t, o.Registry, 0, app.MetricEvictionsPending)
+		kubetest.RequireValue(t, o.Registry, 2, kube.MetricEvictions, "outcome", "dry_run")
+		kubetest.RequireValue(t, o.Registry, 0, kube.MetricEvictions, "outcome", "deleted")
+		kubetest.RequireValue(t, o.Registry, 0, kube.MetricEvictionsPending)
 	})
 }
 
@@ -204,22 +206,22 @@ func TestRunEvictionRate(t *testing.T) {
 					}
 					assert.Equal(t, n, left(), "pods left after %d s", i)
 				}
-				requireValue(t, o.Registry, 4, app.MetricEvictions, "outcome", "deleted")
+				kubetest.RequireValue(t, o.Registry, 4, kube.MetricEvictions, "outcome", "deleted")
 				waits := 3.0
 				if perNamespace {
 					waits = 2
 				}
-				requireValue(t, o.Registry, waits, app.MetricEvictionBudgetWaits)
+				kubetest.RequireValue(t, o.Registry, waits, kube.MetricEvictionBudgetWaits)
 				// Deadline to deletion: 0, 1, 2 and 3 s (0 for team-b's
 				// pod per namespace); the waits: 1, 2 (and 3) s.
-				count, sum := histogram(t, o.Registry, app.MetricEvictionDelay)
+				count, sum := histogram(t, o.Registry, kube.MetricEvictionDelay)
 				assert.Equal(t, uint64(4), count)
 				wantSum := 6.0
 				if perNamespace {
 					wantSum = 3
 				}
 				assert.InDelta(t, wantSum, sum, 1e-9)
-				count, sum = histogram(t, o.Registry, app.MetricEvictionBudgetWait)
+				count, sum = histogram(t, o.Registry, kube.MetricEvictionBudgetWait)
 				assert.Equal(t, uint64(waits), count)
 				assert.InDelta(t, wantSum, sum, 1e-9)
 			})

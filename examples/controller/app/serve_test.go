@@ -30,6 +30,8 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/internal/kube"
+	"github.com/taintkit/taintkit/examples/internal/kube/kubetest"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
@@ -160,14 +162,14 @@ func TestRunServesMetricsAndProbes(t *testing.T) {
 	assert.Contains(t, leaf.DNSNames, "localhost")
 	assert.Equal(t, []string{"/metrics", "/metrics"}, f.paths(), "the probes went through the filter")
 	for _, want := range []string{
-		app.MetricEvictionsPending + " ",
+		kube.MetricEvictionsPending + " ",
 		// (The counters may not count the deletion yet: the manager counts
 		// once the DELETE returned, the watch may tell the test first.)
-		app.MetricEvictions + `{outcome="deleted"} `,
-		app.MetricEvictions + `{outcome="evicted"} 0`,
-		app.MetricEvictionDelay + "_count ",
-		app.MetricEvictionBudgetWait + "_count 0",
-		app.MetricLeader + " 1",
+		kube.MetricEvictions + `{outcome="deleted"} `,
+		kube.MetricEvictions + `{outcome="evicted"} 0`,
+		kube.MetricEvictionDelay + "_count ",
+		kube.MetricEvictionBudgetWait + "_count 0",
+		kube.MetricLeader + " 1",
 		"go_goroutines ",
 	} {
 		assert.Contains(t, body, want)
@@ -266,7 +268,7 @@ func TestEvictionsHandler(t *testing.T) {
 func TestRunServesDebugEvictions(t *testing.T) {
 	taintedAt := time.Now().Truncate(time.Second)
 	client := newFakeAPI(taintedNode("node-1", taintedAt), boundPod("web", "uid-web", "node-1", taintedAt, nil))
-	refuseEvictions(client, func(string, string) bool { return true })
+	kubetest.RefuseEvictions(client, func(string, string) bool { return true })
 	events, err := client.CoreV1().Events("default").Watch(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
 	defer events.Stop()
@@ -306,7 +308,7 @@ func TestRunServesDebugEvictions(t *testing.T) {
 	assert.False(t, deadline.After(time.Now()), "deadline %s in the future", deadline)
 	assert.GreaterOrEqual(t, e.Attempts, 1)
 	// The server's message, not the queue's "timedqueue: retry at …" around it.
-	assert.Equal(t, budgetRefusal("web-pdb").Error(), e.LastError)
+	assert.Equal(t, kubetest.BudgetRefusal("web-pdb").Error(), e.LastError)
 	assert.True(t, podExists(t, client, "web"), "a refused eviction leaves the pod")
 
 	require.NoError(t, r.stop())

@@ -37,6 +37,7 @@ import (
 	"github.com/taintkit/taintkit/examples/controller/app"
 	"github.com/taintkit/taintkit/examples/controller/internal/oracle"
 	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
+	"github.com/taintkit/taintkit/examples/internal/kube"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
@@ -254,7 +255,7 @@ func (ctrl *controller) deleteCalled(uid types.UID) (time.Time, bool) {
 // registry.
 func (ctrl *controller) evictions(t *testing.T, outcome string) float64 {
 	t.Helper()
-	return metricValue(t, ctrl.registry, app.MetricEvictions, "outcome", outcome)
+	return metricValue(t, ctrl.registry, kube.MetricEvictions, "outcome", outcome)
 }
 
 func metricValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {

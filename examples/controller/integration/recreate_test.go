@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/taintkit/taintkit/examples/controller/app"
 	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
+	"github.com/taintkit/taintkit/examples/internal/kube"
 )
 
 // Scenario 4, first half. A pod deleted and recreated under the same name
@@ -150,7 +150,7 @@ func TestDeletePreconditionRefusesRecreatedPod(t *testing.T) {
 		assert.Equal(t, first.UID, e.InvolvedObject.UID, "Marking for deletion event about the new pod")
 	}
 	assert.Equal(t, 0.0, ctrl.evictions(t, "deleted"))
-	assert.Equal(t, 1.0, metricValue(t, ctrl.registry, app.MetricEvictionsPending, "", ""), "the new pod's one-hour countdown")
+	assert.Equal(t, 1.0, metricValue(t, ctrl.registry, kube.MetricEvictionsPending, "", ""), "the new pod's one-hour countdown")
 }
 
 // serverDeleteConflicts sums the API server's own

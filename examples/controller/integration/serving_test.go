@@ -16,6 +16,7 @@ import (
 
 	"github.com/taintkit/taintkit/examples/controller/app"
 	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
+	"github.com/taintkit/taintkit/examples/internal/kube"
 )
 
 // The ClusterRoles of deploy/readers.yaml.
@@ -120,7 +121,7 @@ func TestMetricsServerAuthenticatesAndAuthorizes(t *testing.T) {
 		if assert.Equal(t, tc.want, code, "%s on %s: %s", tc.who, tc.path, body) && code == http.StatusOK {
 			switch tc.path {
 			case "/metrics":
-				assert.Contains(t, body, app.MetricEvictionsPending+" ")
+				assert.Contains(t, body, kube.MetricEvictionsPending+" ")
 			default:
 				assert.Equal(t, "[]\n", body)
 			}
@@ -131,7 +132,7 @@ func TestMetricsServerAuthenticatesAndAuthorizes(t *testing.T) {
 	// turns into 500 "Authentication failed", not 401.
 	code, body := ctrl.get(t, "/metrics", "not-a-token")
 	assert.Contains(t, []int{http.StatusUnauthorized, http.StatusInternalServerError}, code, "an unknown token: %s", body)
-	assert.NotContains(t, body, app.MetricEvictionsPending)
+	assert.NotContains(t, body, kube.MetricEvictionsPending)
 
 	_, _, state := ctrl.getTLS(t, "/metrics", prometheus)
 	require.NotNil(t, state, "/metrics not served over TLS")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/taintkit/taintkit/examples/controller/app"
 	"github.com/taintkit/taintkit/examples/controller/internal/oracle"
+	"github.com/taintkit/taintkit/examples/internal/kube"
 )
 
 // Fault 4. Errors, then slowness, from an HTTP-level proxy: for 30 s it
@@ -110,7 +111,7 @@ func TestErrorsAndSlowness(t *testing.T) {
 			cl.oracle.Excuse(p.UID)
 		}
 	}
-	assert.Equal(t, float64(len(left)), r.metric(app.MetricEvictions, map[string]string{"outcome": "failed"}),
+	assert.Equal(t, float64(len(left)), r.metric(kube.MetricEvictions, map[string]string{"outcome": "failed"}),
 		`taintkit_evictions_total{outcome="failed"}: one per pod left`)
 
 	rep, err := cl.oracle.Check()

@@ -1,4 +1,4 @@
-package app_test
+package kube_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/internal/kube"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
@@ -44,7 +44,7 @@ func TestEvictPodAsksOnceOnRetryAfter(t *testing.T) {
 	defer srv.Close()
 	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
 	require.NoError(t, err)
-	c := &app.PodClient{Client: cs}
+	c := &kube.PodClient{API: kube.ClientsetAPI(cs)}
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

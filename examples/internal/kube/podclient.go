@@ -1,8 +1,9 @@
-package app
+package kube
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -10,9 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
@@ -22,20 +20,24 @@ var (
 	_ manager.PodEvicter = (*PodClient)(nil)
 )
 
-// PodClient is the manager's [manager.PodClient] and [manager.PodEvicter]
-// on a clientset. It needs the RBAC verbs patch on pods/status and delete
-// on pods, and create on pods/eviction for [PodClient.EvictPod].
+// PodClient is the manager's [manager.PodClient] and [manager.PodEvicter].
+// It needs the RBAC verbs patch on pods/status and delete on pods, and
+// create on pods/eviction for [PodClient.EvictPod].
 //
-// It is safe for concurrent use by multiple goroutines if BeforeDelete is.
+// It is safe for concurrent use by multiple goroutines if GetPod and
+// BeforeDelete are.
 type PodClient struct {
-	// Client makes the API calls. Required.
-	Client kubernetes.Interface
-	// Pods, if not nil, is read for the pod's current conditions (to keep
-	// the transition time of a condition that does not change) and for the
-	// pod given to BeforeDelete.
-	Pods corelisters.PodLister
+	// API sends the requests. Required.
+	API PodAPI
+	// GetPod, if not nil, returns the pod namespace/name from a cache (an
+	// informer's). It is read for the pod's current conditions, to keep the
+	// transition time of a condition that does not change, and for the pod
+	// given to BeforeDelete; the pod it returns is not changed.
+	GetPod func(namespace, name string) (*v1.Pod, error)
 	// BeforeDelete, if not nil, is called right before each DELETE and
-	// each eviction: see [Options.BeforeDelete].
+	// each eviction with a copy of the pod (from GetPod, or one that holds
+	// only its namespace, name and precondition UID). Tests use it to
+	// change the pod at the worst moment.
 	BeforeDelete func(ctx context.Context, pod *v1.Pod)
 }
 
@@ -67,9 +69,9 @@ func (c *PodClient) SetPodCondition(ctx context.Context, namespace, name string,
 	patch.Status.Conditions = []v1.PodCondition{cond}
 	data, err := json.Marshal(patch)
 	if err != nil {
-		return fmt.Errorf("app: marshal status patch of pod %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("kube: marshal status patch of pod %s/%s: %w", namespace, name, err)
 	}
-	_, err = c.Client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{}, "status")
+	err = c.API.patchStatus(ctx, namespace, name, data)
 	if uid != "" && isUIDMismatch(err) {
 		return apierrors.NewConflict(v1.Resource("pods"), name,
 			fmt.Errorf("the pod is no longer the one with UID %s: %w", uid, err))
@@ -84,11 +86,8 @@ type uidOnly struct {
 // isUIDMismatch reports whether err is the API server's refusal of a patch
 // whose metadata.uid is not the object's.
 func isUIDMismatch(err error) bool {
-	if !apierrors.IsInvalid(err) {
-		return false
-	}
-	status, ok := err.(apierrors.APIStatus)
-	if !ok || status.Status().Details == nil {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
 		return false
 	}
 	for _, cause := range status.Status().Details.Causes {
@@ -106,7 +105,7 @@ func (c *PodClient) DeletePod(ctx context.Context, namespace, name string, opts 
 	if c.BeforeDelete != nil {
 		c.BeforeDelete(ctx, c.podForHook(namespace, name, opts))
 	}
-	return c.Client.CoreV1().Pods(namespace).Delete(ctx, name, opts)
+	return c.API.delete(ctx, namespace, name, opts)
 }
 
 // EvictPod evicts the pod through the Eviction API: it creates a policy/v1
@@ -124,30 +123,18 @@ func (c *PodClient) EvictPod(ctx context.Context, namespace, name string, opts m
 	if c.BeforeDelete != nil {
 		c.BeforeDelete(ctx, c.podForHook(namespace, name, opts))
 	}
-	eviction := &policyv1.Eviction{
+	return c.API.evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Namespace: namespace, Name: name},
 		DeleteOptions: &opts,
-	}
-	// client-go retries a 429 that carries Retry-After, up to 10 times,
-	// inside the call: a budget whose status is stale ("still being
-	// processed", Retry-After: 10) would hold an eviction slot for some 100 s.
-	// The manager retries refusals itself, on its clock and holding no slot,
-	// so ask once.
-	if rc, ok := c.Client.PolicyV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
-		req := rc.Post().MaxRetries(0).AbsPath("/api/v1") // where the typed Evict posts
-		req = req.Namespace(namespace).Resource("pods").Name(name).SubResource("eviction")
-		return req.Body(eviction).Do(ctx).Error()
-	}
-	// A fake clientset has no REST client: its typed call is the same request.
-	return c.Client.PolicyV1().Evictions(namespace).Evict(ctx, eviction)
+	})
 }
 
 func (c *PodClient) cachedCondition(namespace, name string, uid types.UID, t v1.PodConditionType) (v1.PodCondition, bool) {
-	if c.Pods == nil {
+	if c.GetPod == nil {
 		return v1.PodCondition{}, false
 	}
-	pod, err := c.Pods.Pods(namespace).Get(name)
-	if err != nil || (uid != "" && pod.UID != uid) {
+	pod, err := c.GetPod(namespace, name)
+	if err != nil || pod == nil || (uid != "" && pod.UID != uid) {
 		return v1.PodCondition{}, false
 	}
 	for _, cond := range pod.Status.Conditions {
@@ -159,8 +146,8 @@ func (c *PodClient) cachedCondition(namespace, name string, uid types.UID, t v1.
 }
 
 func (c *PodClient) podForHook(namespace, name string, opts metav1.DeleteOptions) *v1.Pod {
-	if c.Pods != nil {
-		if pod, err := c.Pods.Pods(namespace).Get(name); err == nil {
+	if c.GetPod != nil {
+		if pod, err := c.GetPod(namespace, name); err == nil && pod != nil {
 			return pod.DeepCopy()
 		}
 	}

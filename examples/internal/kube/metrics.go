@@ -1,4 +1,4 @@
-package app
+package kube
 
 import (
 	"errors"
@@ -33,8 +33,7 @@ const (
 	//   - cancelled: cancelled before it fired;
 	//   - failed: its retries ran out.
 	//
-	// Pods removed are deleted + evicted + fallback_delete. (Before
-	// v0.3.0, "evicted" counted direct deletions.)
+	// Pods removed are deleted + evicted + fallback_delete.
 	MetricEvictions = "taintkit_evictions_total"
 	// MetricEvictionDelay is a histogram of the time from each removed
 	// pod's deadline (the end of its toleration, or when its untolerated
@@ -53,8 +52,10 @@ const (
 	// leader election is off), else 0.
 	MetricLeader = "taintkit_leader"
 
-	// Metrics of a timedqueue.TimedWorkerQueue (label queue).
+	// Metrics of a timedqueue.TimedWorkerQueue (label queue); the package
+	// taintkit documentation says what each counts.
 	MetricQueuePending      = "taintkit_timedqueue_pending"
+	MetricQueueBackoff      = "taintkit_timedqueue_backoff"
 	MetricQueueRunning      = "taintkit_timedqueue_running"
 	MetricQueueAdds         = "taintkit_timedqueue_adds_total"
 	MetricQueueRetries      = "taintkit_timedqueue_retries_total"
@@ -63,11 +64,16 @@ const (
 	MetricQueueLateness     = "taintkit_timedqueue_lateness_seconds"
 	MetricQueueWorkDuration = "taintkit_timedqueue_work_duration_seconds"
 
-	// Metrics of a sharding.Dispatcher (labels dispatcher and lane).
+	// Metrics of a sharding.Dispatcher (labels dispatcher and lane). Drops
+	// are failures + shutdown drops + refusals.
 	MetricDispatcherDepth          = "taintkit_dispatcher_depth"
+	MetricDispatcherBackoff        = "taintkit_dispatcher_backoff"
 	MetricDispatcherHandleDuration = "taintkit_dispatcher_handle_duration_seconds"
 	MetricDispatcherRetries        = "taintkit_dispatcher_retries_total"
 	MetricDispatcherDrops          = "taintkit_dispatcher_drops_total"
+	MetricDispatcherFailures       = "taintkit_dispatcher_failures_total"
+	MetricDispatcherShutdownDrops  = "taintkit_dispatcher_shutdown_drops_total"
+	MetricDispatcherRefusals       = "taintkit_dispatcher_refusals_total"
 )
 
 // ManagerStats is what [Metrics] reads from a manager when scraped; a
@@ -83,12 +89,13 @@ type ManagerStats interface {
 // [Metrics.Dispatcher]. It is safe for concurrent use by multiple
 // goroutines. The zero value is not usable; call [NewMetrics].
 type Metrics struct {
-	qPending, qRunning                  *prometheus.GaugeVec
+	qPending, qBackoff, qRunning        *prometheus.GaugeVec
 	qAdds, qRetries, qFailures, qDrops  *prometheus.CounterVec
 	qLateness, qWorkDuration            *prometheus.HistogramVec
-	dDepth                              *prometheus.GaugeVec
+	dDepth, dBackoff                    *prometheus.GaugeVec
 	dDuration                           *prometheus.HistogramVec
 	dRetries, dDrops                    *prometheus.CounterVec
+	dFailures, dShutdownDrops, dRefused *prometheus.CounterVec
 	leader                              prometheus.Gauge
 	delay, budgetWait                   prometheus.Histogram
 	stats                               atomic.Pointer[ManagerStats]
@@ -115,19 +122,25 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	// 10 ms to ~5.8 h: deadlines are met within milliseconds, but budgets
 	// and refusals may hold a pod for minutes or hours.
 	longBuckets := prometheus.ExponentialBuckets(0.01, 2, 22)
+	q, d := []string{"queue"}, []string{"dispatcher", "lane"}
 	m := &Metrics{
-		qPending:      gauge(MetricQueuePending, "Schedules waiting to start: pending or backing off.", "queue"),
-		qRunning:      gauge(MetricQueueRunning, "Attempts in flight.", "queue"),
-		qAdds:         counter(MetricQueueAdds, "Schedules created.", "queue"),
-		qRetries:      counter(MetricQueueRetries, "Failed attempts that will be retried.", "queue"),
-		qFailures:     counter(MetricQueueFailures, "Schedules that finally failed.", "queue"),
-		qDrops:        counter(MetricQueueDrops, "Schedules dropped at shutdown before they ran.", "queue"),
-		qLateness:     histogram(MetricQueueLateness, "Start of a schedule's first attempt minus its fire time, in seconds.", buckets, "queue"),
-		qWorkDuration: histogram(MetricQueueWorkDuration, "Duration of each attempt, in seconds.", buckets, "queue"),
-		dDepth:        gauge(MetricDispatcherDepth, "Items queued in a lane, over all shards.", "dispatcher", "lane"),
-		dDuration:     histogram(MetricDispatcherHandleDuration, "Duration of each handler attempt, in seconds.", buckets, "dispatcher", "lane"),
-		dRetries:      counter(MetricDispatcherRetries, "Retries scheduled after a failed handler attempt.", "dispatcher", "lane"),
-		dDrops:        counter(MetricDispatcherDrops, "Items given up on.", "dispatcher", "lane"),
+		qPending:       gauge(MetricQueuePending, "Schedules waiting to start: pending or backing off.", q...),
+		qBackoff:       gauge(MetricQueueBackoff, "Schedules backing off: not running, with a failed attempt (part of pending).", q...),
+		qRunning:       gauge(MetricQueueRunning, "Attempts in flight.", q...),
+		qAdds:          counter(MetricQueueAdds, "Schedules created.", q...),
+		qRetries:       counter(MetricQueueRetries, "Failed attempts that will be retried.", q...),
+		qFailures:      counter(MetricQueueFailures, "Schedules that finally failed.", q...),
+		qDrops:         counter(MetricQueueDrops, "Schedules dropped at shutdown before they ran.", q...),
+		qLateness:      histogram(MetricQueueLateness, "Start of a schedule's first attempt minus its fire time, in seconds.", buckets, q...),
+		qWorkDuration:  histogram(MetricQueueWorkDuration, "Duration of each attempt, in seconds.", buckets, q...),
+		dDepth:         gauge(MetricDispatcherDepth, "Items queued in a lane, over all shards.", d...),
+		dBackoff:       gauge(MetricDispatcherBackoff, "Items waiting for a retry in a lane (not part of depth).", d...),
+		dDuration:      histogram(MetricDispatcherHandleDuration, "Duration of each handler attempt, in seconds.", buckets, d...),
+		dRetries:       counter(MetricDispatcherRetries, "Retries scheduled after a failed handler attempt.", d...),
+		dDrops:         counter(MetricDispatcherDrops, "Items given up on, dropped at shutdown or refused.", d...),
+		dFailures:      counter(MetricDispatcherFailures, "Items given up on after their last failed attempt.", d...),
+		dShutdownDrops: counter(MetricDispatcherShutdownDrops, "Items dropped at shutdown, queued or waiting for a retry.", d...),
+		dRefused:       counter(MetricDispatcherRefusals, "Adds refused: after the dispatcher stopped, or invalid.", d...),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricLeader,
 			Help: "1 while this replica's manager runs (it holds the lease, or leader election is off), else 0."}),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricEvictionDelay,
@@ -143,8 +156,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{
-		m.qPending, m.qRunning, m.qAdds, m.qRetries, m.qFailures, m.qDrops, m.qLateness, m.qWorkDuration,
-		m.dDepth, m.dDuration, m.dRetries, m.dDrops, m.leader, m.delay, m.budgetWait, statsCollector{m},
+		m.qPending, m.qBackoff, m.qRunning, m.qAdds, m.qRetries, m.qFailures, m.qDrops, m.qLateness, m.qWorkDuration,
+		m.dDepth, m.dBackoff, m.dDuration, m.dRetries, m.dDrops, m.dFailures, m.dShutdownDrops, m.dRefused,
+		m.leader, m.delay, m.budgetWait, statsCollector{m},
 	} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
@@ -178,58 +192,15 @@ func (m *Metrics) EvictionDelay(seconds float64) { m.delay.Observe(seconds) }
 func (m *Metrics) BudgetWait(seconds float64) { m.budgetWait.Observe(seconds) }
 
 // Queue returns the metrics provider to give a timed queue
-// (timedqueue.WithMetricsProvider); the queue's name is the queue label.
+// (timedqueue.WithMetricsProvider); the queue's name is the queue label. It
+// is also a timedqueue.BackoffMetricsProvider.
 func (m *Metrics) Queue() timedqueue.MetricsProvider { return queueMetrics{m} }
 
 // Dispatcher returns the metrics provider to give a dispatcher
 // (sharding.Config.Metrics); its name and lane are the dispatcher and lane
-// labels.
+// labels. It is also a sharding.DropCauseMetricsProvider and a
+// sharding.BackoffMetricsProvider.
 func (m *Metrics) Dispatcher() sharding.MetricsProvider { return dispatcherMetrics{m} }
-
-// queueMetrics and dispatcherMetrics are two views of one Metrics: the two
-// interfaces have methods of the same names, a dispatcher's taking a lane
-// besides the name.
-type queueMetrics struct{ m *Metrics }
-
-func (q queueMetrics) NewDepthMetric(name string) timedqueue.Gauge {
-	return q.m.qPending.WithLabelValues(name)
-}
-func (q queueMetrics) NewRunningMetric(name string) timedqueue.Gauge {
-	return q.m.qRunning.WithLabelValues(name)
-}
-func (q queueMetrics) NewAddsMetric(name string) timedqueue.Counter {
-	return q.m.qAdds.WithLabelValues(name)
-}
-func (q queueMetrics) NewRetriesMetric(name string) timedqueue.Counter {
-	return q.m.qRetries.WithLabelValues(name)
-}
-func (q queueMetrics) NewFailuresMetric(name string) timedqueue.Counter {
-	return q.m.qFailures.WithLabelValues(name)
-}
-func (q queueMetrics) NewDropsMetric(name string) timedqueue.Counter {
-	return q.m.qDrops.WithLabelValues(name)
-}
-func (q queueMetrics) NewLatenessMetric(name string) timedqueue.Histogram {
-	return q.m.qLateness.WithLabelValues(name)
-}
-func (q queueMetrics) NewDurationMetric(name string) timedqueue.Histogram {
-	return q.m.qWorkDuration.WithLabelValues(name)
-}
-
-type dispatcherMetrics struct{ m *Metrics }
-
-func (d dispatcherMetrics) NewDepthMetric(name string, lane sharding.Lane) sharding.Gauge {
-	return d.m.dDepth.WithLabelValues(name, lane.String())
-}
-func (d dispatcherMetrics) NewDurationMetric(name string, lane sharding.Lane) sharding.Histogram {
-	return d.m.dDuration.WithLabelValues(name, lane.String())
-}
-func (d dispatcherMetrics) NewRetriesMetric(name string, lane sharding.Lane) sharding.Counter {
-	return d.m.dRetries.WithLabelValues(name, lane.String())
-}
-func (d dispatcherMetrics) NewDropsMetric(name string, lane sharding.Lane) sharding.Counter {
-	return d.m.dDrops.WithLabelValues(name, lane.String())
-}
 
 // statsCollector reads the manager's Stats at scrape time: they are
 // counters the manager keeps itself, so mirroring them into Prometheus

@@ -1,4 +1,4 @@
-package app_test
+package kube_test
 
 import (
 	"context"
@@ -18,17 +18,11 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/internal/kube"
+	"github.com/taintkit/taintkit/examples/internal/kube/kubetest"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 	"github.com/taintkit/taintkit/tolerations"
 )
-
-func testPod(name string, uid types.UID) *v1.Pod {
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: uid},
-		Spec:       v1.PodSpec{NodeName: "node-1"},
-	}
-}
 
 var disruptionTarget = v1.PodCondition{
 	Type:    v1.DisruptionTarget,
@@ -43,8 +37,8 @@ func uidPtr(uid types.UID) *types.UID { return &uid }
 // UID it read.
 func TestPodClientSetsConditionThenDeletesWithUID(t *testing.T) {
 	ctx := t.Context()
-	client := newFakeAPI(testPod("web", "uid-1"))
-	c := &app.PodClient{Client: client}
+	client := kubetest.NewClientset(kubetest.Pod("web", "uid-1"))
+	c := &kube.PodClient{API: kube.ClientsetAPI(client)}
 
 	require.NoError(t, c.SetPodCondition(ctx, "default", "web", "uid-1", disruptionTarget))
 	pod, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
@@ -90,7 +84,7 @@ func TestPodClientSetsConditionThenDeletesWithUID(t *testing.T) {
 
 func TestPodClientNotFound(t *testing.T) {
 	ctx := t.Context()
-	c := &app.PodClient{Client: newFakeAPI()}
+	c := &kube.PodClient{API: kube.ClientsetAPI(kubetest.NewClientset())}
 	err := c.SetPodCondition(ctx, "default", "gone", "uid-1", disruptionTarget)
 	assert.True(t, apierrors.IsNotFound(err), "SetPodCondition: want NotFound, got %v", err)
 	err = c.DeletePod(ctx, "default", "gone", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: uidPtr("uid-1")}})
@@ -101,8 +95,8 @@ func TestPodClientNotFound(t *testing.T) {
 // nor the pod itself may be touched for its predecessor.
 func TestPodClientConflictOnRecreatedPod(t *testing.T) {
 	ctx := t.Context()
-	client := newFakeAPI(testPod("web", "uid-2")) // uid-1 was deleted and recreated
-	c := &app.PodClient{Client: client}
+	client := kubetest.NewClientset(kubetest.Pod("web", "uid-2")) // uid-1 was deleted and recreated
+	c := &kube.PodClient{API: kube.ClientsetAPI(client)}
 
 	err := c.SetPodCondition(ctx, "default", "web", "uid-1", disruptionTarget)
 	assert.True(t, apierrors.IsConflict(err), "SetPodCondition: want Conflict, got %v", err)
@@ -114,12 +108,14 @@ func TestPodClientConflictOnRecreatedPod(t *testing.T) {
 	assert.Empty(t, pod.Status.Conditions, "the new pod's status is untouched")
 }
 
-func podLister(t *testing.T, pods ...*v1.Pod) corelisters.PodLister {
+// fromCache returns a GetPod that reads pods from an informer's cache.
+func fromCache(t *testing.T, pods ...*v1.Pod) func(namespace, name string) (*v1.Pod, error) {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, p := range pods {
 		require.NoError(t, indexer.Add(p))
 	}
-	return corelisters.NewPodLister(indexer)
+	lister := corelisters.NewPodLister(indexer)
+	return func(namespace, name string) (*v1.Pod, error) { return lister.Pods(namespace).Get(name) }
 }
 
 // A retry sets the same condition again: its transition time stays the
@@ -127,12 +123,12 @@ func podLister(t *testing.T, pods ...*v1.Pod) corelisters.PodLister {
 func TestPodClientKeepsTransitionTimeOfUnchangedCondition(t *testing.T) {
 	ctx := t.Context()
 	first := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	pod := testPod("web", "uid-1")
+	pod := kubetest.Pod("web", "uid-1")
 	cond := disruptionTarget
 	cond.LastTransitionTime = first
 	pod.Status.Conditions = []v1.PodCondition{cond}
-	client := newFakeAPI(pod)
-	c := &app.PodClient{Client: client, Pods: podLister(t, pod)}
+	client := kubetest.NewClientset(pod)
+	c := &kube.PodClient{API: kube.ClientsetAPI(client), GetPod: fromCache(t, pod)}
 
 	require.NoError(t, c.SetPodCondition(ctx, "default", "web", "uid-1", disruptionTarget))
 	got, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
@@ -144,13 +140,13 @@ func TestPodClientKeepsTransitionTimeOfUnchangedCondition(t *testing.T) {
 
 func TestPodClientBeforeDelete(t *testing.T) {
 	ctx := t.Context()
-	cached := testPod("web", "uid-1")
+	cached := kubetest.Pod("web", "uid-1")
 	cached.Labels = map[string]string{"app": "web"}
-	client := newFakeAPI(cached)
+	client := kubetest.NewClientset(cached)
 	var hooked []*v1.Pod
-	c := &app.PodClient{
-		Client: client,
-		Pods:   podLister(t, cached),
+	c := &kube.PodClient{
+		API:    kube.ClientsetAPI(client),
+		GetPod: fromCache(t, cached),
 		BeforeDelete: func(_ context.Context, pod *v1.Pod) {
 			hooked = append(hooked, pod)
 			if pod.Name != "web" {
@@ -168,7 +164,7 @@ func TestPodClientBeforeDelete(t *testing.T) {
 	assert.Equal(t, "web", cached.Labels["app"])
 
 	// Not in the cache: the hook still learns the name and the UID.
-	c.Pods = podLister(t)
+	c.GetPod = fromCache(t)
 	_ = c.DeletePod(ctx, "default", "other", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: uidPtr("uid-9")}})
 	require.Len(t, hooked, 2)
 	assert.Equal(t, "other", hooked[1].Name)
@@ -179,12 +175,12 @@ func TestPodClientBeforeDelete(t *testing.T) {
 // server refuse the delete.
 func TestPodClientBeforeDeleteRecreatesPod(t *testing.T) {
 	ctx := t.Context()
-	client := newFakeAPI(testPod("web", "uid-1"))
-	c := &app.PodClient{
-		Client: client,
+	client := kubetest.NewClientset(kubetest.Pod("web", "uid-1"))
+	c := &kube.PodClient{
+		API: kube.ClientsetAPI(client),
 		BeforeDelete: func(ctx context.Context, pod *v1.Pod) {
 			require.NoError(t, client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}))
-			_, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, testPod(pod.Name, "uid-2"), metav1.CreateOptions{})
+			_, err := client.CoreV1().Pods(pod.Namespace).Create(ctx, kubetest.Pod(pod.Name, "uid-2"), metav1.CreateOptions{})
 			require.NoError(t, err)
 		},
 	}
@@ -204,9 +200,9 @@ func uidOptions(uid types.UID) metav1.DeleteOptions {
 // API server does when it evicts).
 func TestPodClientEvictPod(t *testing.T) {
 	ctx := t.Context()
-	client := newFakeAPI(testPod("web", "uid-1"))
+	client := kubetest.NewClientset(kubetest.Pod("web", "uid-1"))
 	var hooked []types.UID
-	c := &app.PodClient{Client: client, BeforeDelete: func(_ context.Context, pod *v1.Pod) { hooked = append(hooked, pod.UID) }}
+	c := &kube.PodClient{API: kube.ClientsetAPI(client), BeforeDelete: func(_ context.Context, pod *v1.Pod) { hooked = append(hooked, pod.UID) }}
 
 	require.NoError(t, c.EvictPod(ctx, "default", "web", uidOptions("uid-1")))
 	_, err := client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
@@ -234,8 +230,8 @@ func TestPodClientEvictPod(t *testing.T) {
 
 func TestPodClientEvictPodNotFoundAndConflict(t *testing.T) {
 	ctx := t.Context()
-	client := newFakeAPI(testPod("web", "uid-2")) // uid-1 was deleted and recreated
-	c := &app.PodClient{Client: client}
+	client := kubetest.NewClientset(kubetest.Pod("web", "uid-2")) // uid-1 was deleted and recreated
+	c := &kube.PodClient{API: kube.ClientsetAPI(client)}
 
 	err := c.EvictPod(ctx, "default", "gone", uidOptions("uid-1"))
 	assert.True(t, apierrors.IsNotFound(err), "want NotFound, got %v", err)
@@ -249,15 +245,15 @@ func TestPodClientEvictPodNotFoundAndConflict(t *testing.T) {
 // DisruptionBudget cause (API throttling) does not.
 func TestPodClientEvictPodRefusedByBudget(t *testing.T) {
 	ctx := t.Context()
-	client := newFakeAPI(testPod("web", "uid-1"), testPod("api", "uid-2"))
-	refuseEvictions(client, func(_, name string) bool { return name == "web" })
+	client := kubetest.NewClientset(kubetest.Pod("web", "uid-1"), kubetest.Pod("api", "uid-2"))
+	kubetest.RefuseEvictions(client, func(_, name string) bool { return name == "web" })
 	client.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() == "eviction" && a.(clienttesting.CreateAction).GetObject().(*policyv1.Eviction).Name == "api" {
 			return true, nil, apierrors.NewTooManyRequests("the server has received too many requests", 1)
 		}
 		return false, nil, nil
 	})
-	c := &app.PodClient{Client: client}
+	c := &kube.PodClient{API: kube.ClientsetAPI(client)}
 
 	err := c.EvictPod(ctx, "default", "web", uidOptions("uid-1"))
 	require.Error(t, err)

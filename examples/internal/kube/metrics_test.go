@@ -1,4 +1,4 @@
-package app_test
+package kube_test
 
 import (
 	"context"
@@ -10,62 +10,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/internal/kube"
+	"github.com/taintkit/taintkit/examples/internal/kube/kubetest"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 	"github.com/taintkit/taintkit/sharding"
 	"github.com/taintkit/taintkit/timedqueue"
 )
-
-// metricValue returns the value of the sample of the family name whose
-// labels include labels (name, value pairs), and whether there is one.
-func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels ...string) (float64, bool) {
-	t.Helper()
-	families, err := g.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	samples:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if !hasLabel(m, labels[i], labels[i+1]) {
-					continue samples
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.Counter.GetValue(), true
-			case m.Gauge != nil:
-				return m.Gauge.GetValue(), true
-			case m.Histogram != nil:
-				return float64(m.Histogram.GetSampleCount()), true
-			}
-		}
-	}
-	return 0, false
-}
-
-func hasLabel(m *dto.Metric, name, value string) bool {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name && l.GetValue() == value {
-			return true
-		}
-	}
-	return false
-}
-
-func requireValue(t *testing.T, g prometheus.Gatherer, want float64, name string, labels ...string) {
-	t.Helper()
-	got, ok := metricValue(t, g, name, labels...)
-	require.True(t, ok, "no sample of %s%v", name, labels)
-	assert.Equal(t, want, got, "%s%v", name, labels)
-}
 
 type fakeStats struct {
 	stats   manager.Stats
@@ -77,14 +31,14 @@ func (f fakeStats) ScheduledEvictions() int { return f.pending }
 
 func TestMetricsManagerCounters(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := app.NewMetrics(reg)
+	m, err := kube.NewMetrics(reg)
 	require.NoError(t, err)
 
 	// Before a manager runs, the counters read zero and the replica does
 	// not lead.
-	requireValue(t, reg, 0, app.MetricEvictions, "outcome", "evicted")
-	requireValue(t, reg, 0, app.MetricEvictionsPending)
-	requireValue(t, reg, 0, app.MetricLeader)
+	kubetest.RequireValue(t, reg, 0, kube.MetricEvictions, "outcome", "evicted")
+	kubetest.RequireValue(t, reg, 0, kube.MetricEvictionsPending)
+	kubetest.RequireValue(t, reg, 0, kube.MetricLeader)
 
 	m.SetManager(fakeStats{
 		stats: manager.Stats{
@@ -121,13 +75,13 @@ taintkit_eviction_budget_waits_total 12
 taintkit_leader 1
 `
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(expected),
-		app.MetricEvictions, app.MetricEvictionsPending, app.MetricEvictionBudgetWaits, app.MetricLeader))
+		kube.MetricEvictions, kube.MetricEvictionsPending, kube.MetricEvictionBudgetWaits, kube.MetricLeader))
 }
 
 // The manager's delay and wait observations land in histograms in seconds.
 func TestMetricsHistograms(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := app.NewMetrics(reg)
+	m, err := kube.NewMetrics(reg)
 	require.NoError(t, err)
 	var obs manager.Metrics = m // what manager.Config.Metrics takes
 	obs.EvictionDelay(0.005)
@@ -142,18 +96,18 @@ func TestMetricsHistograms(t *testing.T) {
 			got[f.GetName()] = [2]float64{float64(h.GetSampleCount()), h.GetSampleSum()}
 		}
 	}
-	assert.Equal(t, [2]float64{2, 90.005}, got[app.MetricEvictionDelay])
-	assert.Equal(t, [2]float64{1, 0.25}, got[app.MetricEvictionBudgetWait])
+	assert.Equal(t, [2]float64{2, 90.005}, got[kube.MetricEvictionDelay])
+	assert.Equal(t, [2]float64{1, 0.25}, got[kube.MetricEvictionBudgetWait])
 }
 
 func TestMetricsRegisterOncePerRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	_, err := app.NewMetrics(reg)
+	_, err := kube.NewMetrics(reg)
 	require.NoError(t, err)
-	_, err = app.NewMetrics(reg)
+	_, err = kube.NewMetrics(reg)
 	var already prometheus.AlreadyRegisteredError
 	assert.ErrorAs(t, err, &already)
-	_, err = app.NewMetrics(prometheus.NewRegistry())
+	_, err = kube.NewMetrics(prometheus.NewRegistry())
 	assert.NoError(t, err, "a second registry is independent")
 }
 
@@ -162,7 +116,7 @@ func TestMetricsRegisterOncePerRegistry(t *testing.T) {
 func TestMetricsTimedQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		m, err := app.NewMetrics(reg)
+		m, err := kube.NewMetrics(reg)
 		require.NoError(t, err)
 		t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 		clk := testingclock.NewFakeClock(t0)
@@ -181,34 +135,38 @@ func TestMetricsTimedQueue(t *testing.T) {
 		q.AddWork("default/web", t0, t0.Add(10*time.Second))
 		q.AddWork("default/db", t0, t0.Add(time.Hour))
 		synctest.Wait()
-		requireValue(t, reg, 2, app.MetricQueuePending, "queue", "evictions")
-		requireValue(t, reg, 2, app.MetricQueueAdds, "queue", "evictions")
+		kubetest.RequireValue(t, reg, 2, kube.MetricQueuePending, "queue", "evictions")
+		kubetest.RequireValue(t, reg, 2, kube.MetricQueueAdds, "queue", "evictions")
 
 		clk.Step(10 * time.Second) // web fails once
 		synctest.Wait()
-		requireValue(t, reg, 1, app.MetricQueueRetries, "queue", "evictions")
-		requireValue(t, reg, 2, app.MetricQueuePending, "queue", "evictions") // db, and web backing off
-		requireValue(t, reg, 0, app.MetricQueueRunning, "queue", "evictions")
+		kubetest.RequireValue(t, reg, 1, kube.MetricQueueRetries, "queue", "evictions")
+		kubetest.RequireValue(t, reg, 2, kube.MetricQueuePending, "queue", "evictions") // db, and web backing off
+		kubetest.RequireValue(t, reg, 1, kube.MetricQueueBackoff, "queue", "evictions") // web
+		kubetest.RequireValue(t, reg, 0, kube.MetricQueueRunning, "queue", "evictions")
 
 		clk.Step(time.Second) // web succeeds
 		synctest.Wait()
-		requireValue(t, reg, 1, app.MetricQueuePending, "queue", "evictions")
-		requireValue(t, reg, 1, app.MetricQueueLateness, "queue", "evictions")     // one first attempt
-		requireValue(t, reg, 2, app.MetricQueueWorkDuration, "queue", "evictions") // two attempts
-		requireValue(t, reg, 0, app.MetricQueueFailures, "queue", "evictions")
+		kubetest.RequireValue(t, reg, 1, kube.MetricQueuePending, "queue", "evictions")
+		kubetest.RequireValue(t, reg, 0, kube.MetricQueueBackoff, "queue", "evictions")
+		kubetest.RequireValue(t, reg, 1, kube.MetricQueueLateness, "queue", "evictions")     // one first attempt
+		kubetest.RequireValue(t, reg, 2, kube.MetricQueueWorkDuration, "queue", "evictions") // two attempts
+		kubetest.RequireValue(t, reg, 0, kube.MetricQueueFailures, "queue", "evictions")
 
 		require.NoError(t, q.Shutdown(context.Background()))
-		requireValue(t, reg, 1, app.MetricQueueDrops, "queue", "evictions") // db never ran
-		requireValue(t, reg, 0, app.MetricQueuePending, "queue", "evictions")
+		kubetest.RequireValue(t, reg, 1, kube.MetricQueueDrops, "queue", "evictions") // db never ran
+		kubetest.RequireValue(t, reg, 0, kube.MetricQueuePending, "queue", "evictions")
 	})
 }
 
 // The adapter is a sharding.MetricsProvider: each lane's depth, handle
-// durations, retries and drops.
+// durations, retries and drops; and, as a DropCauseMetricsProvider and a
+// BackoffMetricsProvider, the causes of the drops and the items waiting for
+// a retry.
 func TestMetricsDispatcher(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		m, err := app.NewMetrics(reg)
+		m, err := kube.NewMetrics(reg)
 		require.NoError(t, err)
 		clk := testingclock.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 		release := make(chan struct{})
@@ -216,7 +174,12 @@ func TestMetricsDispatcher(t *testing.T) {
 		d, err := sharding.New(sharding.Config[string, string]{
 			Shards:  1,
 			HighKey: func(node string) string { return node },
-			LowKey:  func(pod string) string { return "node-1" },
+			LowKey: func(pod string) string {
+				if pod == "" {
+					panic("no pod")
+				}
+				return "node-1"
+			},
 			HandleHigh: func(context.Context, string) error {
 				<-release
 				return nil
@@ -247,19 +210,34 @@ func TestMetricsDispatcher(t *testing.T) {
 		d.AddHigh("node-2")
 		d.AddLow("default/web")
 		synctest.Wait()
-		requireValue(t, reg, 1, app.MetricDispatcherDepth, "dispatcher", "updates", "lane", "high")
-		requireValue(t, reg, 1, app.MetricDispatcherDepth, "dispatcher", "updates", "lane", "low")
+		kubetest.RequireValue(t, reg, 1, kube.MetricDispatcherDepth, "dispatcher", "updates", "lane", "high")
+		kubetest.RequireValue(t, reg, 1, kube.MetricDispatcherDepth, "dispatcher", "updates", "lane", "low")
 
 		close(release)
 		synctest.Wait()
-		requireValue(t, reg, 0, app.MetricDispatcherDepth, "dispatcher", "updates", "lane", "high")
-		requireValue(t, reg, 2, app.MetricDispatcherHandleDuration, "dispatcher", "updates", "lane", "high")
-		requireValue(t, reg, 1, app.MetricDispatcherRetries, "dispatcher", "updates", "lane", "low")
+		kubetest.RequireValue(t, reg, 0, kube.MetricDispatcherDepth, "dispatcher", "updates", "lane", "high")
+		kubetest.RequireValue(t, reg, 2, kube.MetricDispatcherHandleDuration, "dispatcher", "updates", "lane", "high")
+		kubetest.RequireValue(t, reg, 1, kube.MetricDispatcherRetries, "dispatcher", "updates", "lane", "low")
+		kubetest.RequireValue(t, reg, 1, kube.MetricDispatcherBackoff, "dispatcher", "updates", "lane", "low")
 
 		clk.Step(time.Second) // the second and last attempt fails too
 		synctest.Wait()
 		assert.Equal(t, 2, failures)
-		requireValue(t, reg, 1, app.MetricDispatcherDrops, "dispatcher", "updates", "lane", "low")
-		requireValue(t, reg, 0, app.MetricDispatcherDepth, "dispatcher", "updates", "lane", "low")
+		kubetest.RequireValue(t, reg, 1, kube.MetricDispatcherDrops, "dispatcher", "updates", "lane", "low")
+		kubetest.RequireValue(t, reg, 1, kube.MetricDispatcherFailures, "dispatcher", "updates", "lane", "low")
+		kubetest.RequireValue(t, reg, 0, kube.MetricDispatcherDepth, "dispatcher", "updates", "lane", "low")
+		kubetest.RequireValue(t, reg, 0, kube.MetricDispatcherBackoff, "dispatcher", "updates", "lane", "low")
+
+		d.AddLow("")           // its key func panics: refused
+		d.AddLow("default/db") // fails, waits for a retry, and is dropped at shutdown
+		synctest.Wait()
+		kubetest.RequireValue(t, reg, 1, kube.MetricDispatcherRefusals, "dispatcher", "updates", "lane", "low")
+		kubetest.RequireValue(t, reg, 1, kube.MetricDispatcherBackoff, "dispatcher", "updates", "lane", "low")
+		cancel()
+		<-done
+		kubetest.RequireValue(t, reg, 1, kube.MetricDispatcherShutdownDrops, "dispatcher", "updates", "lane", "low")
+		kubetest.RequireValue(t, reg, 0, kube.MetricDispatcherBackoff, "dispatcher", "updates", "lane", "low")
+		kubetest.RequireValue(t, reg, 1, kube.MetricDispatcherFailures, "dispatcher", "updates", "lane", "low")
+		kubetest.RequireValue(t, reg, 3, kube.MetricDispatcherDrops, "dispatcher", "updates", "lane", "low") // the sum
 	})
 }

@@ -1,0 +1,12 @@
+// Package kube is what the two example controllers share on a real
+// cluster: one Prometheus adapter for the taint manager, its timed queue
+// and its dispatcher ([Metrics]), and one pod client that writes the
+// DisruptionTarget condition, deletes and evicts with a UID precondition
+// ([PodClient]).
+//
+// It is a module of its own, so that the taintkit module requires neither
+// Prometheus nor client-go, and it is internal to examples/: both
+// controller modules import it through a replace directive, users cannot.
+// Package kubetest holds what both modules' tests use: a fake API server
+// that checks UIDs as the real one does, and readers of gathered metrics.
+package kube
