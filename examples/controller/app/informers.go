@@ -64,7 +64,11 @@ func newCluster(client kubernetes.Interface, log logr.Logger) (*cluster, error) 
 // pods are observed again when its NoExecute taints change, so that their
 // deadlines are remembered as the leader decides them.
 func (c *cluster) observeNodes(log logr.Logger) cache.ResourceEventHandler {
-	observe := func(node *v1.Node) {
+	return eventHandler(func(old, node *v1.Node) {
+		if node == nil {
+			c.countdowns.ForgetNode(old.Name)
+			return
+		}
 		if !c.countdowns.ObserveNode(node) {
 			return
 		}
@@ -78,45 +82,18 @@ func (c *cluster) observeNodes(log logr.Logger) cache.ResourceEventHandler {
 				c.countdowns.ObservePod(pod)
 			}
 		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if node, ok := obj.(*v1.Node); ok {
-				observe(node)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if node, ok := obj.(*v1.Node); ok {
-				observe(node)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if node, ok := deleted[*v1.Node](obj, log); ok {
-				c.countdowns.ForgetNode(node.Name)
-			}
-		},
-	}
+	}, log)
 }
 
 // observePods returns the pod handler that feeds c.countdowns.
 func (c *cluster) observePods(log logr.Logger) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if pod, ok := obj.(*v1.Pod); ok {
-				c.countdowns.ObservePod(pod)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if pod, ok := obj.(*v1.Pod); ok {
-				c.countdowns.ObservePod(pod)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if pod, ok := deleted[*v1.Pod](obj, log); ok {
-				c.countdowns.ObservePodDeleted(pod)
-			}
-		},
-	}
+	return eventHandler(func(old, pod *v1.Pod) {
+		if pod == nil {
+			c.countdowns.ObservePodDeleted(old)
+			return
+		}
+		c.countdowns.ObservePod(pod)
+	}, log)
 }
 
 // stripManagedFields drops the objects' managedFields before they are
@@ -167,45 +144,33 @@ type updates interface {
 
 // nodeHandler turns node events into NodeUpdated calls.
 func nodeHandler(u updates, log logr.Logger) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if node, ok := obj.(*v1.Node); ok {
-				u.NodeUpdated(nil, node)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			old, ok1 := oldObj.(*v1.Node)
-			node, ok2 := newObj.(*v1.Node)
-			if ok1 && ok2 {
-				u.NodeUpdated(old, node)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if node, ok := deleted[*v1.Node](obj, log); ok {
-				u.NodeUpdated(node, nil)
-			}
-		},
-	}
+	return eventHandler(u.NodeUpdated, log)
 }
 
 // podHandler turns pod events into PodUpdated calls.
 func podHandler(u updates, log logr.Logger) cache.ResourceEventHandler {
+	return eventHandler(u.PodUpdated, log)
+}
+
+// eventHandler turns an informer's events into calls of update: old is nil
+// for an addition, new is nil for a deletion.
+func eventHandler[T *v1.Node | *v1.Pod](update func(old, new T), log logr.Logger) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if pod, ok := obj.(*v1.Pod); ok {
-				u.PodUpdated(nil, pod)
+			if o, ok := obj.(T); ok {
+				update(nil, o)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			old, ok1 := oldObj.(*v1.Pod)
-			pod, ok2 := newObj.(*v1.Pod)
+			old, ok1 := oldObj.(T)
+			o, ok2 := newObj.(T)
 			if ok1 && ok2 {
-				u.PodUpdated(old, pod)
+				update(old, o)
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if pod, ok := deleted[*v1.Pod](obj, log); ok {
-				u.PodUpdated(pod, nil)
+			if o, ok := deleted[T](obj, log); ok {
+				update(o, nil)
 			}
 		},
 	}
