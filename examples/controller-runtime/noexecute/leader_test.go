@@ -148,7 +148,7 @@ func TestLeaderChangeKeepsFirstSightDeadline(t *testing.T) {
 	deadline := seen.Add(15 * time.Second)
 	h.waitEvent(pod, "Scheduled for deletion", 10*time.Second)
 
-	time.Sleep(time.Until(seen.Add(5 * time.Second)))
+	h.requireStays(pod, time.Until(seen.Add(5*time.Second))) // not due yet
 	a.stop(t)
 	elected := h.waitElected(b, "second")
 	t.Logf("the standby led %s after first sight, %s before the deadline", ms(elected.Sub(seen)), ms(deadline.Sub(elected)))
