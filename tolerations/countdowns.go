@@ -241,13 +241,14 @@ func (c *Countdowns) decidePod(node string, taints, remembered []v1.Taint, pod *
 	st := c.podStripe(key)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	e, ok := st.m[key]
+	old, ok := st.m[key]
+	e := old
 	if id := c.podID(pod.UID, node); !ok || e.id != id {
 		e = podMemory{id: id} // another pod's memory (or that of this pod on another node) does not count
 	}
 	d, e := c.decideFor(e, taints, remembered, pod, now)
-	if !record {
-		return d
+	if !record || ok && e == old {
+		return d // the common case: decided again, nothing new to remember
 	}
 	switch {
 	case e.seen == 0 && e.at == 0:
@@ -295,7 +296,9 @@ func (c *Countdowns) decideFor(e podMemory, taints, remembered []v1.Taint, pod *
 			return d, e
 		}
 	}
-	e.taint, e.at = c.taintID(&taints[due], remembered), d.At.UnixNano()
+	if at := d.At.UnixNano(); at != e.at || e.taint == 0 {
+		e.taint, e.at = c.taintID(&taints[due], remembered), at
+	}
 	return d, e
 }
 
