@@ -351,6 +351,44 @@ func BenchmarkReschedule(b *testing.B) {
 	}
 }
 
+// BenchmarkUpdateWork is UpdateWork as a controller calls it: n pending
+// items (100k; 10k with -short) a day ahead, then one UpdateWork per op,
+// keys taken in a fixed stride (every 7919th, wrapping), each moved to a
+// FireAt in [now+1h, now+2h). keys= and times= vary one thing at a time
+// against BenchmarkReschedule's workload (random keys, times a day ahead):
+// times=earlier is the controller's, times=day is Reschedule's.
+func BenchmarkUpdateWork(b *testing.B) {
+	n := size(100_000)
+	getItems()
+	for _, keys := range []string{"strided", "random"} {
+		for _, times := range []string{"earlier", "day"} {
+			for _, impl := range impls {
+				b.Run(fmt.Sprintf("keys=%s/times=%s/impl=%s/pending=%d", keys, times, impl.name, n), func(b *testing.B) {
+					q := impl.make(noWork)
+					defer q.close()
+					now := time.Now()
+					fill(q, n, now)
+					b.ReportAllocs()
+					r, j := rng(1), 0
+					for b.Loop() {
+						x := r.next()
+						k := j * 7919 % n
+						if keys == "random" {
+							k = int(x % uint64(n))
+						}
+						at := now.Add(time.Hour + time.Duration(x>>33%3600_000)*time.Millisecond)
+						if times == "day" {
+							at = farTime(now, int(x>>33))
+						}
+						q.update(k, now, at)
+						j++
+					}
+				})
+			}
+		}
+	}
+}
+
 // rng is a xorshift64* generator: random enough to pick keys and times, and
 // cheap next to what it measures.
 type rng uint64
