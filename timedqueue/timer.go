@@ -7,10 +7,9 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// alarm is a queue's one timer, and what it is armed for. The timer is
-// re-armed with Stop, a drain and Reset, never with Reset alone: a FakeClock
-// does not drain on Reset, and a stale value would make a later Step block.
-// Guarded by the queue's mutex.
+// alarm is a queue's one timer, guarded by the queue's mutex. It is re-armed
+// with Stop, a drain and Reset, never Reset alone: a FakeClock does not drain
+// on Reset, and a stale value would make a later Step block.
 type alarm struct {
 	timer   clock.Timer
 	c       <-chan time.Time
@@ -48,18 +47,12 @@ func (a *alarm) disarm() {
 // the next event. Every method that may change the earliest event calls it
 // before returning, so no change waits for the timer goroutine.
 func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
-	// Fast path, no clock read: the timer is armed for the earliest schedule
-	// (or stopped with nothing to wait for), so nothing is due that the timer
-	// goroutine will not see. If that time has already passed, the timer has
-	// fired and its goroutine brings the queue up to date.
+	// Fast path, no clock read: every slot is busy (a worker that finishes
+	// pumps before it gives its slot up), or the timer is armed for the
+	// earliest schedule, or stopped with none (if that time has passed, the
+	// timer has fired and its goroutine pumps).
 	if q.timeout <= 0 && !q.down.closed {
-		if q.active >= q.max {
-			// Every slot is busy: nothing can start, and a worker that
-			// finishes pumps again before it gives its slot up. If the timer
-			// fires meanwhile, its goroutine just pumps.
-			return
-		}
-		if n, ok := q.s.head(); ok && n.at == q.alarm.at || !ok && q.alarm.at == never {
+		if n, ok := q.s.head(); q.active >= q.max || ok && n.at == q.alarm.at || !ok && q.alarm.at == never {
 			return
 		}
 	}
@@ -71,10 +64,8 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		q.startDueLocked(now, d)
 		want := q.wakeAtLocked(now)
 		if want == never {
-			// Nothing to wait for: stop the timer and let its goroutine
-			// exit. This holds even when the timer is already stopped: a
-			// previous round of this loop may have stopped it after starting
-			// the goroutine, and nothing else would tell the goroutine.
+			// Nothing to wait for: stop the timer and tell its goroutine to
+			// exit, even if the timer was stopped by a previous round.
 			q.alarm.disarm()
 			q.idleLocked()
 			return
@@ -83,8 +74,8 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			return
 		}
 		q.alarm.disarm()
-		// Starting the due work took time: count from a fresh reading.
-		// A delay too long for a Duration fires early; the pump re-arms.
+		// Count from a fresh reading: starting the due work took time. A
+		// delay too long for a Duration fires early; the pump re-arms.
 		armedAt := momentOf(q.clock.Now())
 		q.alarm.timer.Reset(armedAt.until(want))
 		q.alarm.at = want
@@ -92,13 +83,11 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			q.alarm.running = true
 			go q.timerLoop()
 		}
-		// The timer counts from the clock's time at Reset, which may be later
-		// than armedAt: another goroutine may step a FakeClock in between, and
-		// a real clock moves. If the clock moved past want, a FakeClock will
-		// never fire the timer; if it moved at all, the timer fires late by
-		// as much. So read again: if the clock moved, go round from a fresh
-		// reading, twice at most (a real clock always moves a little, by the
-		// time Reset takes).
+		// The timer counts from the clock's time at Reset: if the clock
+		// moved since armedAt (a Step from another goroutine), it fires late
+		// by as much, or, past want, not at all on a FakeClock. So if the
+		// clock moved, go round again, twice at most: a real clock always
+		// moves a little, by the time Reset takes.
 		if now2 := momentOf(q.clock.Now()); now2.before(want) && (now2 == armedAt || tries >= 2) {
 			return
 		}
@@ -106,8 +95,8 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 	}
 }
 
-// idleLocked tells a running timer goroutine that the timer is not armed, so
-// that it exits. A token left over wakes a later goroutine once, harmlessly.
+// idleLocked tells a running timer goroutine that the timer is stopped, so
+// that it exits; a token left over wakes a later one once, harmlessly.
 func (q *TimedWorkerQueue[K]) idleLocked() {
 	if !q.alarm.running {
 		return
@@ -124,19 +113,17 @@ func (q *TimedWorkerQueue[K]) wakeAtLocked(now moment) moment {
 		return never // running work was cancelled; nothing else will start
 	}
 	want := q.deadlines.min
-	// A due head only remains when every slot is busy: a worker that finishes
-	// takes it, no timer is needed.
+	// A due head remains only if every slot is busy: a finishing worker takes it.
 	if n, ok := q.s.head(); ok && now.before(n.at) && n.at.before(want) {
 		want = n.at
 	}
 	return want
 }
 
-// timerLoop is the queue's timer goroutine: it wakes when the timer fires and
-// brings the queue up to date. pumpLocked starts it when it arms the timer and
-// none runs; it exits when the timer is not armed (nothing to wait for) or when
-// Shutdown closes alarm.stop. Both are decided under q.mu, as is the start, so
-// the timer is never armed without a goroutine to receive from it.
+// timerLoop is the queue's timer goroutine: it pumps when the timer fires.
+// pumpLocked starts it when it arms the timer and none runs; it exits when the
+// timer is stopped or the queue shut down, decided under q.mu as the start
+// is: the timer is never armed without a goroutine to receive from it.
 func (q *TimedWorkerQueue[K]) timerLoop() {
 	for {
 		fired := false
@@ -149,10 +136,8 @@ func (q *TimedWorkerQueue[K]) timerLoop() {
 		var d delta
 		q.mu.Lock()
 		if fired {
-			// If the timer was re-armed between the fire and this lock, the
-			// new arming may have fired too: stop and drain rather than just
-			// forget it, so that no stale value waits in the channel while
-			// the timer is armed again (a FakeClock would then block in Step).
+			// A re-arming since the fire may have fired too: drain it, or a
+			// FakeClock would block in Step on the stale value.
 			q.alarm.disarm()
 			q.pumpLocked(&d)
 		}
@@ -169,8 +154,7 @@ func (q *TimedWorkerQueue[K]) timerLoop() {
 	}
 }
 
-// deadlines are the in-flight attempts with a deadline (an attempt timeout),
-// guarded by the queue's mutex.
+// deadlines are the attempts in flight with a timeout, guarded by q.mu.
 type deadlines[K comparable] struct {
 	timed []*attempt[K]
 	min   moment // the earliest deadline over timed, or never
