@@ -89,18 +89,15 @@ func (s *store[K]) removeTop() {
 	}
 }
 
-// dropStaleIfMany compacts the heap once more than a quarter of it is stale,
-// and gives back its array once it is four times larger than what it holds.
-// Only unwait makes a node stale, so a compaction follows at least
-// len(heap)/4 unwaits and costs O(len(heap)): O(1) amortised. Slot skip has
-// just stopped waiting and has no node, though it may still be in
-// stateWaiting: the compaction must not make one for it.
+// dropStaleIfMany compacts the heap once more than a quarter of it is stale
+// (after len(heap)/4 unwaits at least: O(1) amortised), and gives its array
+// back once four times larger than what it holds. Slot skip has just stopped
+// waiting, though it may still be in stateWaiting: it gets no node.
 func (s *store[K]) dropStaleIfMany(skip int32) {
 	if stale := len(s.heap) - s.waiting; stale*4 > len(s.heap) {
-		// Whether a node is stale is in its entry, and the nodes are in no
-		// slot order: checking each one is a cache miss. Unless the slab
-		// holds many more slots than the heap nodes (many running), it is
-		// cheaper to make the live nodes anew, reading the slab in order.
+		// Checking each node against its entry is a cache miss: unless the
+		// slab is much larger (many running), make the live nodes anew,
+		// reading the slab in order.
 		if s.slab.len() <= 4*len(s.heap) {
 			s.heap = s.appendWaiting(s.heap[:0], skip)
 		} else {

@@ -90,8 +90,7 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 	return q, nil
 }
 
-// holdsInterface reports whether values of type t may hold an interface value,
-// whose dynamic value may not be comparable.
+// holdsInterface reports whether values of type t may hold an interface.
 func holdsInterface(t reflect.Type) bool {
 	switch t.Kind() {
 	case reflect.Interface:
@@ -120,9 +119,8 @@ func (q *TimedWorkerQueue[K]) badKey(key K) bool {
 	return key != key
 }
 
-// comparableKey reports whether key's value is comparable. It is kept out of
-// badKey so that taking the address of its own copy of key moves only that
-// copy to the heap, and only when K holds interfaces.
+// comparableKey reports whether key's value is comparable. Out of badKey, the
+// copy of key whose address it takes escapes only when K holds interfaces.
 //
 //go:noinline
 func comparableKey[K comparable](key K) bool {

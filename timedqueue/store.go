@@ -11,8 +11,8 @@ const (
 )
 
 // entry is one live schedule, stored by value in the slab: 64 bytes for a
-// string key. Its times are moments and one-byte Location indices (see
-// locations), not time.Time values, which would take 24 bytes each.
+// string key, its times as moments and one-byte Location indices (see
+// locations) rather than time.Time values of 24 bytes each.
 type entry[K comparable] struct {
 	key      K
 	created  moment // CreatedAt
@@ -71,8 +71,7 @@ func (s *store[K]) add(key K, pos, tag uint32, createdAt, fireAt time.Time) int3
 	return i
 }
 
-// setTimes makes createdAt and fireAt e's times, as a new schedule: NextAttempt
-// is FireAt, no attempt has failed, and the schedule has a new number.
+// setTimes makes e a new schedule at createdAt and fireAt, with a new gen.
 func (s *store[K]) setTimes(e *entry[K], createdAt, fireAt time.Time) {
 	s.locs.forget(e)
 	e.created, e.fire = momentOf(createdAt), momentOf(fireAt)
@@ -107,13 +106,10 @@ func (s *store[K]) fireAt(e *entry[K]) time.Time {
 	return e.fire.time(s.locs.fire(e))
 }
 
-// shrink gives memory back once the schedules have mostly gone: when at most
-// a quarter of the slab's slots hold an entry, it moves the entries to the
-// lowest slots, frees the pages above them and the free list, and rebuilds
-// the heap without its stale nodes. Slot numbers change: the caller must hold
-// none across it (a running attempt finds its entry by key). The slab only
-// grows when the free list is empty, so between two shrinks at least three
-// quarters of the slots were released.
+// shrink gives memory back once at most a quarter of the slab's slots hold an
+// entry: it moves the entries to the lowest slots, frees the pages above them
+// and the free list, and rebuilds the heap. Slot numbers change: the caller
+// holds none across it (a running attempt finds its entry by key).
 func (s *store[K]) shrink() {
 	used, live := s.slab.len(), s.index.len()
 	if used <= minShrink || live*4 > used {

@@ -37,7 +37,7 @@ type attempt[K comparable] struct {
 	fireAt   time.Time               // with ticket: the schedule's, for admit
 }
 
-// outcome is what the end of an attempt needs to report once the lock is released.
+// outcome is what the end of an attempt reports once the lock is released.
 type outcome[K comparable] struct {
 	key  K // of the attempt: the worker may reuse the attempt for its next one
 	kind int
@@ -103,12 +103,10 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now moment, a *attempt[K]) *a
 	return a
 }
 
-// worker runs attempts until none is due, then exits. It starts with a.
+// worker runs attempts until none is due, then exits. It starts with a. If a
+// work func calls runtime.Goexit, the deferred func settles its attempt and
+// hands the next one to a new goroutine (hookThenRelease does so for a hook).
 func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
-	// If a work func calls runtime.Goexit, this goroutine ends in the middle
-	// of the loop; the deferred func completes the bookkeeping and hands the
-	// next attempt to a new goroutine. (A Goexit in a hook is handled by
-	// hookThenRelease.)
 	inWork := false
 	defer func() {
 		if !inWork {
@@ -139,9 +137,7 @@ func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 }
 
 // hookThenRelease calls the failure or retry hook, then gives the slot up or
-// takes the next due attempt (reusing a). If the hook calls runtime.Goexit,
-// the deferred func still releases the slot and hands the next attempt to a
-// new goroutine.
+// takes the next due attempt (reusing a), even if the hook calls Goexit.
 func (q *TimedWorkerQueue[K]) hookThenRelease(a *attempt[K], o *outcome[K]) *attempt[K] {
 	returned := false
 	defer func() {
@@ -199,18 +195,16 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 	var d delta
 	o.key = a.key
 	h := q.hooks.Load()
-	// Read outside the lock, to keep the critical section short: the 64
-	// workers of a burst wake in cohorts and queue on the mutex. A reading
-	// taken a little early is still a valid now: the retry time is counted
-	// from the failure, and a due check that misses a step made meanwhile
-	// leaves the item to the pump that follows the slot's release.
+	// Read outside the lock, to keep the critical section short: a reading
+	// a little early is still a valid now (the pump that follows the
+	// slot's release sees a step made meanwhile).
 	now := momentOf(q.clock.Now())
 	q.mu.Lock()
 	q.deadlines.remove(a)
 	q.returnedLocked(a.wc)
 	s := &q.s
-	// The attempt finds its entry by key: slots move when the store shrinks.
-	// The entry is this attempt's if it is running with the attempt's gen.
+	// Found by key (slots move when the store shrinks); the entry is this
+	// attempt's if it is running with the attempt's gen.
 	i, pos, _ := s.index.find(&s.slab, a.key)
 	var e *entry[K]
 	if i >= 0 {
@@ -219,9 +213,8 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 	ra := retryAtOf(err)
 	switch {
 	case e == nil || e.state != stateRunning || e.gen != a.gen:
-		// Withdrawn: the schedule was cancelled while this attempt ran. Never
-		// touch a newer schedule of the key, but release it if it waited
-		// for this attempt.
+		// Withdrawn while it ran: a newer schedule of the key is left alone,
+		// but released if it waited for this attempt.
 		delete(q.withdrawn, a.key)
 		if e != nil && e.state == stateBlocked {
 			s.push(i)

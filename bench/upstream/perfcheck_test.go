@@ -18,9 +18,9 @@ import (
 // The leads, on a shared 2-core VM under load 2–8, are about 6× for AddWork
 // and 4–5× for UpdateWork: the thresholds are half of them. Lateness is level,
 // floored by the runtime's timers (see BenchmarkLateness), but under load a
-// single p99 moves by tens of milliseconds: it fails only at four times
-// upstream's, which catches a timer armed late by whole milliseconds on a
-// quiet machine, not a small drift.
+// single p99 moves by tens of milliseconds, for either: it fails when ours is
+// more than twice upstream's in six of seven rounds, which catches a timer
+// armed late by a millisecond or more, not a small drift.
 func TestPerfRatios(t *testing.T) {
 	if os.Getenv("TAINTKIT_PERFCHECK") == "" {
 		t.Skip("set TAINTKIT_PERFCHECK=1 (scripts/perfcheck.sh)")
@@ -102,7 +102,10 @@ func TestPerfRatios(t *testing.T) {
 		t.Logf("lateness p99, round %d: ours %.2f ms, upstream %.2f ms", r, p99["taintkit"], p99["upstream"])
 		leads = append(leads, p99["upstream"]/p99["taintkit"])
 	}
-	check("lateness p99: upstream/ours", median(leads), 0.25, "level; noisy under load")
+	// Under load the winner flips from round to round: a slowdown is ours
+	// behind in nearly every round, so the second-best round is what counts.
+	slices.Sort(leads)
+	check("lateness p99: upstream/ours, 2nd best", leads[len(leads)-2], 0.5, "level; noisy under load")
 	t.Logf("load average after: %s", load())
 	if failed {
 		t.Fatal("timedqueue lost half its lead on upstream's (figures above)")
