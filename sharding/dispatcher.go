@@ -40,11 +40,6 @@ type Dispatcher[H, L comparable] struct {
 	// worker or add that reads a hint later than its own now knows every
 	// retry due by then is already in its lane.
 	dueHint atomic.Int64
-
-	// testHookPick, if set (by tests only, before Run), is called by a
-	// worker with its shard's mutex held each time it picks an item, with
-	// the lane picked and the lengths of both lanes just before the pick.
-	testHookPick func(shard int, picked Lane, high, low int)
 }
 
 // dispatcherLane is the dispatcher-wide side of one lane (its key func,
@@ -251,9 +246,6 @@ func (d *Dispatcher[H, L]) workLoop(ctx context.Context, idx int) {
 			case <-s.wake:
 			}
 			continue
-		}
-		if d.testHookPick != nil {
-			d.testHookPick(idx, picked, s.hi.q.len(), s.lo.q.len())
 		}
 		if picked == LaneHigh {
 			item := s.hi.pop()
