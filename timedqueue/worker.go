@@ -59,17 +59,25 @@ const (
 // startDueLocked starts due schedules, in (NextAttempt, gen) order, while
 // concurrency slots are free, each on a new worker goroutine.
 func (q *TimedWorkerQueue[K]) startDueLocked(now moment, d *delta) {
-	for !q.down.closed && q.active < q.max {
-		n, ok := q.s.head()
-		if !ok || now.before(n.at) {
+	for q.active < q.max {
+		a := q.takeDueLocked(now, nil, d)
+		if a == nil {
 			return
 		}
-		a := q.beginLocked(q.s.pop(), now, nil)
 		q.active++
 		d.running++
-		d.pending--
 		go q.worker(a)
 	}
+}
+
+// takeDueLocked begins the earliest schedule if it is due, in attempt a
+// (reused) or a new one, and returns the attempt; or nil.
+func (q *TimedWorkerQueue[K]) takeDueLocked(now moment, a *attempt[K], d *delta) *attempt[K] {
+	if n, ok := q.s.head(); q.down.closed || !ok || now.before(n.at) {
+		return nil
+	}
+	d.pending--
+	return q.beginLocked(q.s.pop(), now, a)
 }
 
 // beginLocked marks slot i, just taken from the heap, running and returns its
@@ -293,17 +301,13 @@ func (q *TimedWorkerQueue[K]) release(a *attempt[K]) *attempt[K] {
 // nextLocked returns the next due attempt for a worker that has just finished
 // one, keeping its slot; or gives the slot up and returns nil.
 func (q *TimedWorkerQueue[K]) nextLocked(d *delta, now moment, a *attempt[K]) *attempt[K] {
-	if n, ok := q.s.head(); !q.down.closed && ok && !now.before(n.at) {
-		a = q.beginLocked(q.s.pop(), now, a)
-		d.pending--
-		q.pumpLocked(d)
-		return a
+	if a = q.takeDueLocked(now, a, d); a == nil {
+		q.active--
+		d.running--
+		q.notifyLocked()
 	}
-	q.active--
-	d.running--
-	q.notifyLocked()
 	q.pumpLocked(d)
-	return nil
+	return a
 }
 
 // report logs the outcome of an attempt.
