@@ -321,15 +321,10 @@ func BenchmarkAddWork(b *testing.B) {
 
 // BenchmarkReschedule is rescheduling churn: n pending items (100k; 10k
 // with -short), then UpdateWork of a random one to a random FireAt (a day
-// ahead, within an hour, as fill's), so each call moves a pending item.
-// Ours costs four dependent cache misses a call (the key's bytes, the index
-// slot, the slab entry; here also the key's header), so it follows the load
-// other processes put on the caches: 320–1400 ns a call on the shared VM,
-// in runs a minute apart. Compared in turn, in ten runs each (medians, ours
-// and upstream's from the same runs, load average 2–4): 456 ns before the
-// fix of timedqueue's compaction (see timedqueue's BenchmarkReschedule) and
-// 403 ns after, upstream 3.3–3.4 µs (8.5×); on a quieter machine, 454 and
-// 447 ns, upstream 2.8 µs (6.2×).
+// ahead, within an hour, as fill's), so each call moves a pending item: the
+// workload of BenchmarkUpdateWork's keys=random/times=day. Ours costs a few
+// dependent cache misses a call (the key's bytes, the index slot, the slab
+// entry), so it follows the load other processes put on the caches.
 //
 //	go test -run '^$' -bench Reschedule -benchtime 1000000x -count 10 .
 func BenchmarkReschedule(b *testing.B) {
