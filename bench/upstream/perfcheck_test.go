@@ -92,8 +92,7 @@ func TestPerfRatios(t *testing.T) {
 	runtime.GC() // the lateness rounds start from an empty heap
 
 	// Lateness: 10k items over 400 ms on each, in turn, in each of 7 rounds:
-	// 25 items a millisecond, as BenchmarkLateness (at 10 a millisecond,
-	// ours' p99 is one timer tick later than upstream's: see the README).
+	// 25 items a millisecond, as BenchmarkLateness.
 	var leads []float64
 	for r := range 7 {
 		p99 := map[string]float64{}
