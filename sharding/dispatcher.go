@@ -25,8 +25,8 @@ type Dispatcher[H, L comparable] struct {
 	maxBurst int
 	log      klog.Logger
 	onDrop   func(Drop[H, L])
-	high     laneRT[H, L, H]
-	low      laneRT[H, L, L]
+	high     dispatcherLane[H, L, H]
+	low      dispatcherLane[H, L, L]
 
 	started atomic.Bool
 
@@ -40,15 +40,11 @@ type Dispatcher[H, L comparable] struct {
 	// worker or add that reads a hint later than its own now knows every
 	// retry due by then is already in its lane.
 	dueHint atomic.Int64
-
-	// testHookPick, if set (by tests only, before Run), is called by a
-	// worker with its shard's mutex held each time it picks an item, with
-	// the lane picked and the lengths of both lanes just before the pick.
-	testHookPick func(shard int, picked Lane, high, low int)
 }
 
-// laneRT is what a dispatcher knows about one lane; T is H or L.
-type laneRT[H, L, T comparable] struct {
+// dispatcherLane is the dispatcher-wide side of one lane (its key func,
+// handler, metrics and retry heap), as lane is a shard's side; T is H or L.
+type dispatcherLane[H, L, T comparable] struct {
 	lane   Lane
 	key    func(T) string
 	handle func(context.Context, T) error
@@ -94,7 +90,7 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 	for i := range d.shards {
 		d.shards[i] = &shard[H, L]{wake: make(chan struct{}, 1)}
 	}
-	d.high = laneRT[H, L, H]{
+	d.high = dispatcherLane[H, L, H]{
 		lane:   LaneHigh,
 		key:    cfg.HighKey,
 		handle: cfg.HandleHigh,
@@ -104,7 +100,7 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 		},
 		m: newLaneMetrics(cfg.Metrics, cfg.Name, LaneHigh),
 	}
-	d.low = laneRT[H, L, L]{
+	d.low = dispatcherLane[H, L, L]{
 		lane:   LaneLow,
 		key:    cfg.LowKey,
 		handle: cfg.HandleLow,
@@ -130,7 +126,7 @@ func (d *Dispatcher[H, L]) AddHigh(item H) { add(d, &d.high, item) }
 // AddLow adds a low-priority item, as [Dispatcher.AddHigh] does a high one.
 func (d *Dispatcher[H, L]) AddLow(item L) { add(d, &d.low, item) }
 
-func add[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], item T) {
+func add[H, L, T comparable](d *Dispatcher[H, L], rt *dispatcherLane[H, L, T], item T) {
 	// A refused add is counted and logged, never passed to OnDrop: a hook
 	// that re-adds what it is given would otherwise recurse without end.
 	if !validItem(item) {
@@ -254,9 +250,6 @@ func (d *Dispatcher[H, L]) workLoop(ctx context.Context, idx int) {
 			}
 			continue
 		}
-		if d.testHookPick != nil {
-			d.testHookPick(idx, picked, s.hi.q.len(), s.lo.q.len())
-		}
 		if picked == LaneHigh {
 			item := s.hi.pop()
 			s.mu.Unlock()
@@ -271,7 +264,7 @@ func (d *Dispatcher[H, L]) workLoop(ctx context.Context, idx int) {
 
 // handle runs one attempt of item, taken from lane rt of shard idx, and
 // settles it.
-func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx int, rt *laneRT[H, L, T], item T) {
+func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx int, rt *dispatcherLane[H, L, T], item T) {
 	rt.m.depth.Dec()
 	var start time.Time
 	if rt.m.timed {
@@ -304,7 +297,7 @@ func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 
 // settle records the end of an attempt of item that returned err: it frees
 // the item, requeues it, schedules its retry or drops it.
-func settle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx int, rt *laneRT[H, L, T], item T, start time.Time, err error) {
+func settle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx int, rt *dispatcherLane[H, L, T], item T, start time.Time, err error) {
 	// end is read before anything else is reported, so a retry's due time
 	// never depends on when the metrics or the log were called: a clock
 	// step made after the retries counter moved is seen by the retry.
@@ -374,7 +367,7 @@ func (d *Dispatcher[H, L]) reportDrop(drop Drop[H, L]) {
 
 // scheduleRetry puts e in rt's retry heap and wakes the retry loop if e is
 // now the earliest retry of the lane.
-func scheduleRetry[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], e retryEntry[T]) {
+func scheduleRetry[H, L, T comparable](d *Dispatcher[H, L], rt *dispatcherLane[H, L, T], e retryEntry[T]) {
 	d.rmu.Lock()
 	d.rseq++
 	e.seq = d.rseq
@@ -527,7 +520,7 @@ func (d *Dispatcher[H, L]) promoteDue(now time.Time) (time.Time, bool) {
 // promote pops the entries of rt's heap due at or before now and queues the
 // items that still wait for them; it returns how many it queued. rmu must
 // be held.
-func promote[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], now time.Time) int {
+func promote[H, L, T comparable](d *Dispatcher[H, L], rt *dispatcherLane[H, L, T], now time.Time) int {
 	n := 0
 	for len(rt.heap) > 0 && !rt.heap[0].due.After(now) {
 		e := rt.heap.pop()
@@ -575,7 +568,7 @@ func (d *Dispatcher[H, L]) stop() {
 	dropStopped(d, &d.low, lw, false)
 }
 
-func dropStopped[H, L, T comparable](d *Dispatcher[H, L], rt *laneRT[H, L, T], items []dropped[T], queued bool) {
+func dropStopped[H, L, T comparable](d *Dispatcher[H, L], rt *dispatcherLane[H, L, T], items []dropped[T], queued bool) {
 	for _, it := range items {
 		if queued {
 			rt.m.depth.Dec()

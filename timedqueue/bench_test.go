@@ -301,9 +301,8 @@ func heapNow() uint64 {
 // a GC cycle marking the whole heap; over only 200k adds that came to 530
 // B/op and ~200 ns/op, and in the first run of a process, whose new arrays
 // were fresh memory from the OS (page faults), to 1.67 µs/op against ~290 in
-// later runs. The slab now grows a 56 KiB page at a time: 167 B/op left at
-// 200000x (the heap's array, and the pages), 106–160 ns/op, 9 B/op with the
-// default benchtime. An add itself is three cache misses (the index slot,
+// later runs. The slab now grows a page (64 KiB for a string key) at a
+// time; what B/op is left at 200000x is the heap's array and the pages. An add itself is three cache misses (the index slot,
 // the slab entry, the heap's tail), so it also follows the load other
 // processes put on the caches. bench/upstream measures the same against
 // upstream's own queue.
@@ -343,17 +342,10 @@ func BenchmarkUpdateWork(b *testing.B) {
 // reaches the index, the slab and the key at random, as informer events do
 // (BenchmarkUpdateWork takes the keys in turn).
 //
-// The memory work (56-byte entries in pages) made it slower. Per call at
-// 100k, counted with cachegrind (L1 48 KiB, L2 2 MiB; deterministic, where
-// timings on the shared VM move by ±50%): 1142 → 1384 instructions, 11.2 →
-// 14.0 L1 and 9.3 → 11.2 L2 misses. Not shrinking and regrowing (pure churn
-// resizes nothing), not the far-time path (never taken), not the index (same
-// lookups): half the new misses were compaction's, which checked 4/3 nodes
-// per waiting entry against their slab entries in heap order, at random,
-// most entries now spanning two cache lines (BenchmarkCompact); the
-// instructions were the times' packing (FireAt converted twice, two
-// Location look-ups). Now 1244 instructions, 10.0 L1 and 8.3 L2 misses, a
-// third of them compaction's sequential read of the slab.
+// A call costs a handful of cache misses (the key's bytes, the index slot,
+// the slab entry, the heap's sift) and, amortised, the compaction of stale
+// heap nodes, which reads the slab in order. cachegrind counts them where
+// timings on the shared VM move by ±50%.
 func BenchmarkReschedule(b *testing.B) {
 	benchPending(b, false, func(b *testing.B, q benchQueue, ks []string, n int, now time.Time) {
 		fill(q, ks, now)

@@ -6,55 +6,38 @@ import (
 )
 
 // check verifies the store's invariants: the heap order, one live node per
-// waiting entry, the waiting count, and at most a quarter of the heap stale.
+// waiting entry, the waiting count, at most a quarter of the heap stale, the
+// index, and that the slab has shrunk.
 func (s *store[K]) check() error {
 	liveNodes := map[int32]int{}
 	for pos, n := range s.heap {
 		if pos > 0 && less(n, s.heap[(pos-1)/4]) {
 			return fmt.Errorf("heap node %d orders before its parent", pos)
 		}
-		if saturated(n.at) {
-			return fmt.Errorf("heap node %d has a saturated time", pos)
-		}
 		if s.live(n) {
-			liveNodes[n.idx]++
+			liveNodes[n.slot]++
 		}
 	}
-	for pos, n := range s.far {
-		if pos > 0 && s.far.Less(pos, (pos-1)/2) {
-			return fmt.Errorf("far heap node %d orders before its parent", pos)
-		}
-		if s.farLive(n) {
-			liveNodes[n.idx]++
-		}
-	}
-	waiting, farWaiting := 0, 0
+	waiting := 0
 	for i := range int32(s.slab.len()) {
 		if s.at(i).state != stateWaiting {
 			continue
 		}
-		if saturated(s.at(i).next) {
-			farWaiting++
-		} else {
-			waiting++
-		}
+		waiting++
 		if c := liveNodes[i]; c != 1 {
 			return fmt.Errorf("waiting slot %d has %d live heap nodes", i, c)
 		}
 	}
-	if waiting != s.waiting || farWaiting != s.farWaiting {
-		return fmt.Errorf("%d+%d waiting entries, counted %d+%d", waiting, farWaiting, s.waiting, s.farWaiting)
+	if waiting != s.waiting {
+		return fmt.Errorf("%d waiting entries, counted %d", waiting, s.waiting)
 	}
 	if stale := len(s.heap) - s.waiting; stale*4 > len(s.heap) {
 		return fmt.Errorf("%d of %d heap nodes stale", stale, len(s.heap))
 	}
-	if stale := len(s.far) - s.farWaiting; stale*4 > len(s.far) {
-		return fmt.Errorf("%d of %d far heap nodes stale", stale, len(s.far))
-	}
-	if err := s.idx.check(&s.slab); err != nil {
+	if err := s.index.check(&s.slab); err != nil {
 		return err
 	}
-	if used, live := s.slab.len(), s.idx.len(); used > minShrink && live*4 < used {
+	if used, live := s.slab.len(), s.index.len(); used > minShrink && live*4 < used {
 		return fmt.Errorf("slab not shrunk: %d slots for %d entries", used, live)
 	}
 	return nil
@@ -67,13 +50,13 @@ func (s *store[K]) check() error {
 func CheckInvariants[K comparable](q *TimedWorkerQueue[K]) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
+	if q.down.closed {
 		return nil
 	}
 	if err := q.s.check(); err != nil {
 		return err
 	}
-	if q.armedAt != never && !q.timerOn {
+	if q.alarm.at != never && !q.alarm.running {
 		return errors.New("timer armed with no timer goroutine")
 	}
 	if q.active >= q.max && q.timeout <= 0 {
@@ -81,60 +64,43 @@ func CheckInvariants[K comparable](q *TimedWorkerQueue[K]) error {
 		// matter (see pumpLocked); the next worker to finish pumps.
 		return nil
 	}
-	now := q.read()
-	want := q.minDeadline
-	// Without dropping stale tops: the tops must already be live.
+	now := momentOf(q.clock.Now())
+	want := q.deadlines.min
+	// Without dropping stale tops: the top must already be live.
 	if len(q.s.heap) > 0 && !q.s.live(q.s.heap[0]) {
 		return errors.New("stale node at the top of the heap at a quiescent point")
 	}
-	if len(q.s.far) > 0 && !q.s.farLive(q.s.far[0]) {
-		return errors.New("stale node at the top of the far heap at a quiescent point")
-	}
-	if n, far, ok := q.s.peek(); ok {
-		if !q.s.due(n, far, now) {
-			if at := q.s.first(n, far); at.before(want) {
-				want = at
+	if n, ok := q.s.head(); ok {
+		if now.before(n.at) {
+			if n.at.before(want) {
+				want = n.at
 			}
 		} else if q.active < q.max {
-			return fmt.Errorf("head due at %v (now %v) with %d/%d slots busy", q.s.first(n, far), now.at, q.active, q.max)
+			return fmt.Errorf("head due at %v (now %v) with %d/%d slots busy", n.at, now, q.active, q.max)
 		}
 	}
-	if want == neverInstant {
-		if q.armedAt != never {
-			return fmt.Errorf("timer armed for %v with nothing to wait for", q.armedFor)
-		}
-	} else if q.armedAt == never || q.armedFor != want {
-		return fmt.Errorf("timer armed for %v (armed: %v), want %v (now %v)", q.armedFor, q.armedAt != never, want, now.at)
+	if q.alarm.at != want {
+		return fmt.Errorf("timer armed for %v, want %v (now %v)", q.alarm.at, want, now)
 	}
 	return nil
 }
 
-// SetMinShrink sets the size under which nothing shrinks, so that a test can
-// make the store shrink at every opportunity, and returns a func restoring it.
-// Tests that call it must not run in parallel.
-func SetMinShrink(n int) (restore func()) {
-	old := minShrink
-	minShrink = n
-	return func() { minShrink = old }
-}
-
 // Footprint is what a queue holds that can shrink.
 type Footprint struct {
-	Slots   int // allocated slab slots, free or not
-	Pages   int // slab pages
-	Index   int // index table slots
-	Heap    int // heap capacity
-	Free    int // free-list capacity
-	Shrinks int // slab compactions so far
+	Slots int // allocated slab slots, free or not
+	Pages int // slab pages
+	Index int // index table slots
+	Heap  int // heap capacity
+	Free  int // free-list capacity
 }
 
 // FootprintOf returns q's footprint.
 func FootprintOf[K comparable](q *TimedWorkerQueue[K]) Footprint {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	s := q.s
-	return Footprint{Slots: s.slab.len(), Pages: len(s.slab.pages), Index: len(s.idx.slots),
-		Heap: cap(s.heap), Free: cap(s.free), Shrinks: s.shrinks}
+	s := &q.s
+	return Footprint{Slots: s.slab.len(), Pages: len(s.slab.pages), Index: len(s.index.slots),
+		Heap: cap(s.heap), Free: cap(s.free)}
 }
 
 // Unlocked reports whether q's mutex is free (it takes and releases it).
@@ -184,8 +150,8 @@ func (x *index[K]) check(slab *slab[K]) error {
 				return fmt.Errorf("index slot %d (home %d) unreachable: empty slot %d", p, tag&mask, h)
 			}
 		}
-		if got, ok := x.get(slab, slab.at(i).key); !ok || got != i {
-			return fmt.Errorf("index: get(%v) = %d, %v; want %d", slab.at(i).key, got, ok, i)
+		if got, _, _ := x.find(slab, slab.at(i).key); got != i {
+			return fmt.Errorf("index: find(%v) = %d; want %d", slab.at(i).key, got, i)
 		}
 	}
 	if n != x.n {

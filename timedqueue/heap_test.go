@@ -12,17 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// checkHeap verifies the 4-ary heap order, that each waiting entry has
-// exactly one live node and the others are stale, and the bound on stale nodes.
-func checkHeap[K comparable](t *testing.T, s *store[K]) {
-	t.Helper()
-	require.NoError(t, s.check())
-}
+// at returns the moment n seconds after a fixed time.
+func at(n int) moment { return momentOf(t0().Add(time.Duration(n) * time.Second)) }
 
 func TestHeapRandomOps(t *testing.T) {
-	// compact makes the live nodes anew from the slab unless the slab is
-	// more than compactScan times larger than the heap; 2000 running entries
-	// (in no heap) make it filter the heap's nodes instead.
+	// The compaction makes the live nodes anew from the slab unless the slab
+	// is more than 4 times larger than the heap; 2000 running entries (in no
+	// heap) make it filter the heap's nodes instead.
 	for _, running := range []int{0, 2000} {
 		for _, seed := range []uint64{1, 2, 3, 42} {
 			t.Run(fmt.Sprintf("running=%d/seed=%d", running, seed), func(t *testing.T) {
@@ -36,24 +32,13 @@ func heapRandomOps(t *testing.T, seed uint64, running int) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	s := newStore[int]()
 	for k := range running {
-		i := s.alloc()
-		e := s.at(i)
-		e.key, e.seq, e.state = 1000+k, s.nextSeq(), stateRunning
-		s.idx.insert(&s.slab, e.key, i)
+		s.at(insertKey(&s, 1000+k)).state = stateRunning
 	}
 	live := map[int]bool{}
 	compactions := 0
-	add := func(k int) {
-		i := s.alloc()
-		e := s.at(i)
-		e.key, e.seq, e.next = k, s.nextSeq(), int64(rng.IntN(50)) // many ties
-		s.idx.insert(&s.slab, k, i)
-		s.push(i)
-		live[k] = true
-	}
 	unwait := func(i int32) {
 		before := len(s.heap)
-		s.unwait(i, false)
+		s.unwait(i)
 		if len(s.heap) < before {
 			compactions++
 		}
@@ -62,53 +47,51 @@ func heapRandomOps(t *testing.T, seed uint64, running int) {
 		k := rng.IntN(300)
 		switch {
 		case !live[k]:
-			add(k)
+			i := insertKey(&s, k)
+			s.at(i).next = at(rng.IntN(50)) // many ties
+			s.push(i)
+			live[k] = true
 		case rng.IntN(3) == 0: // cancel: lazy deletion
-			i, _ := s.idx.get(&s.slab, k)
-			require.True(t, s.idx.delete(&s.slab, k))
-			s.release(i)
+			i, _ := get(&s, k)
+			require.True(t, deleteKey(&s, k))
 			unwait(i)
 			delete(live, k)
 		case rng.IntN(2) == 0: // reschedule: a new node, the old one stale
-			i, _ := s.idx.get(&s.slab, k)
+			i, _ := get(&s, k)
 			e := s.at(i)
-			e.seq, e.next = s.nextSeq(), int64(rng.IntN(50))
+			s.setTimes(e, time.Time{}, time.Time{})
+			e.next = at(rng.IntN(50))
 			unwait(i)
 			s.push(i)
 		default: // pop the head
 			n, ok := s.head()
 			require.True(t, ok)
-			i := s.popHead()
-			require.Equal(t, n.idx, i)
+			i := s.pop()
+			require.Equal(t, n.slot, i)
 			delete(live, s.at(i).key)
-			require.True(t, s.idx.delete(&s.slab, s.at(i).key))
-			s.release(i)
+			require.True(t, deleteKey(&s, s.at(i).key))
 		}
 		if op%97 == 0 {
-			checkHeap(t, s)
+			require.NoError(t, s.check())
 		}
 	}
-	checkHeap(t, s)
+	require.NoError(t, s.check())
 	assert.Greater(t, compactions, 10, "compaction exercised")
-	// Popping everything yields (next, seq) order, each live schedule once.
-	type ns struct {
-		at  int64
-		seq uint64
-	}
-	var got []ns
+	// Popping everything yields (next, gen) order, each live schedule once.
+	var got []node
 	for {
 		if _, ok := s.head(); !ok {
 			break
 		}
-		i := s.popHead()
-		got = append(got, ns{s.at(i).next, s.at(i).seq})
+		i := s.pop()
+		got = append(got, node{at: s.at(i).next, gen: s.at(i).gen})
 		s.at(i).state = stateRunning
 	}
-	assert.True(t, slices.IsSortedFunc(got, func(a, b ns) int {
-		if a.at != b.at {
-			return int(a.at - b.at)
+	assert.True(t, slices.IsSortedFunc(got, func(a, b node) int {
+		if less(a, b) {
+			return -1
 		}
-		return int(int64(a.seq) - int64(b.seq))
+		return 1
 	}), "pop order")
 	assert.Len(t, got, len(live))
 	assert.Empty(t, s.heap)
@@ -117,13 +100,12 @@ func heapRandomOps(t *testing.T, seed uint64, running int) {
 
 func TestHeapGenWraps(t *testing.T) {
 	// Ties are broken by gen with serial-number arithmetic: FIFO across the
-	// 2³² wrap of the low bits of seq.
+	// 2³² wrap.
 	s := newStore[int]()
-	s.seq = 1<<32 - 3
+	s.gen = 1<<32 - 3
 	for k := range 6 {
-		i := s.alloc()
-		e := s.at(i)
-		e.key, e.seq, e.next = k, s.nextSeq(), 7
+		i := insertKey(&s, k)
+		s.at(i).next = at(7)
 		s.push(i)
 	}
 	var order []int
@@ -131,16 +113,18 @@ func TestHeapGenWraps(t *testing.T) {
 		if _, ok := s.head(); !ok {
 			break
 		}
-		i := s.popHead()
+		i := s.pop()
 		order = append(order, s.at(i).key)
 		s.at(i).state = stateRunning
 	}
 	assert.Equal(t, []int{0, 1, 2, 3, 4, 5}, order)
 }
 
-func TestTimePackingRoundTrips(t *testing.T) {
+func t0() time.Time { return time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) }
+
+func TestTimesRoundTrip(t *testing.T) {
 	s := newStore[int]()
-	i := s.alloc()
+	e := s.at(insertKey(&s, 1))
 	for _, tm := range []time.Time{
 		{},
 		time.Date(2025, 1, 1, 0, 0, 0, 1, time.UTC),
@@ -148,51 +132,49 @@ func TestTimePackingRoundTrips(t *testing.T) {
 		time.Date(1500, 6, 1, 0, 0, 0, 999_999_999, time.FixedZone("A", -7200)),
 		time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
 	} {
-		s.setTimes(i, tm, tm)
-		assert.Equal(t, tm, s.createdAt(i))
-		assert.Equal(t, tm, s.fireAt(i))
+		s.setTimes(e, tm, tm)
+		assert.Equal(t, tm, s.createdAt(e))
+		assert.Equal(t, tm, s.fireAt(e))
 	}
-	s.setTimes(i, t0().Round(0), t0())
-	assert.Equal(t, t0(), s.createdAt(i), "no monotonic reading")
+	s.setTimes(e, t0().Round(0), t0())
+	assert.Equal(t, t0(), s.createdAt(e), "no monotonic reading")
 }
 
-func t0() time.Time { return time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC) }
-
 func TestLocationsPastTheInternTableAreKept(t *testing.T) {
-	// Each time.FixedZone is a new *Location: past locOverflow of them, the
-	// entries keep their own pointers in xlocs, which release and a
-	// reschedule to an interned Location clear.
+	// Each time.FixedZone is a new *Location: past 255 of them, the entries'
+	// Locations are kept by key, until released or rescheduled to interned
+	// Locations.
 	s := newStore[int]()
-	type slot struct {
-		i              int32
+	type sched struct {
+		key            int
 		created, fired time.Time
 	}
-	var slots []slot
+	var all []sched
 	for k := range 600 {
-		i := s.alloc()
 		created := time.Date(2025, 1, 1, 0, 0, k, 0, time.FixedZone(fmt.Sprint("C", k), k))
 		fired := time.Date(2025, 1, 1, 0, 0, k, 0, time.FixedZone(fmt.Sprint("F", k), -k))
 		if k%3 == 0 {
 			fired = fired.UTC()
 		}
-		s.setTimes(i, created, fired)
-		slots = append(slots, slot{i, created, fired})
+		s.setTimes(s.at(insertKey(&s, k)), created, fired)
+		all = append(all, sched{k, created, fired})
 	}
-	assert.Len(t, s.locs, locOverflow)
-	for _, sl := range slots {
-		assert.Same(t, sl.created.Location(), s.createdAt(sl.i).Location())
-		assert.Same(t, sl.fired.Location(), s.fireAt(sl.i).Location())
-		assert.Same(t, sl.fired.Location(), s.fireLocation(sl.i))
-		assert.True(t, sl.fired.Equal(s.fireAt(sl.i)))
+	assert.Len(t, s.locs.table, spilledLoc)
+	for _, sc := range all {
+		i, _ := get(&s, sc.key)
+		assert.Same(t, sc.created.Location(), s.createdAt(s.at(i)).Location())
+		assert.Same(t, sc.fired.Location(), s.fireAt(s.at(i)).Location())
+		assert.True(t, sc.fired.Equal(s.fireAt(s.at(i))))
 	}
-	overflowed := len(s.xlocs)
-	assert.Greater(t, overflowed, 400)
-	s.setTimes(slots[599].i, t0(), t0())
-	assert.Len(t, s.xlocs, overflowed-1, "reschedule to interned Locations")
-	for _, sl := range slots {
-		s.release(sl.i)
+	spilled := len(s.locs.spilled)
+	assert.Greater(t, spilled, 400)
+	i, _ := get(&s, 599)
+	s.setTimes(s.at(i), t0(), t0())
+	assert.Len(t, s.locs.spilled, spilled-1, "reschedule to interned Locations")
+	for _, sc := range all {
+		deleteKey(&s, sc.key)
 	}
-	assert.Empty(t, s.xlocs, "release")
+	assert.Nil(t, s.locs.spilled, "release")
 }
 
 func TestBackoff(t *testing.T) {
@@ -217,60 +199,39 @@ func TestBackoff(t *testing.T) {
 	assert.Equal(t, time.Duration(1<<62), p.backoff(200), "no overflow")
 }
 
-func TestEntryIsSmall(t *testing.T) {
-	// The per-item memory budget depends on it: keep an eye on new fields.
-	assert.LessOrEqual(t, unsafe.Sizeof(entry[string]{}), uintptr(56))
-	assert.Equal(t, uintptr(16), unsafe.Sizeof(hnode{}))
+func TestEntryAndNodeAreSmall(t *testing.T) {
+	// The per-item memory budget depends on them: keep an eye on new fields.
+	assert.LessOrEqual(t, unsafe.Sizeof(entry[string]{}), uintptr(64))
+	assert.Equal(t, uintptr(20), unsafe.Sizeof(node{}))
 }
 
-// BenchmarkCompact measures one compaction of a heap of 4/3·n nodes, n of
-// them live (100k waiting entries, string keys), per node. Under
-// rescheduling churn a compaction comes every n/3 reschedules, so ns/node ×4
-// is its cost per reschedule (see BenchmarkReschedule). method=probe is how
-// compact did it: each node checked against its slab entry, in heap order,
-// so at random, a cache miss each (13.4 ns/node here). method=scan is how it
-// does it now: the live nodes made anew from the waiting entries, the slab
-// read in slot order (8.5 ns/node).
-//
-//	go test -run '^$' -bench Compact -count 10 ./timedqueue/
-func BenchmarkCompact(b *testing.B) {
-	const n = 100_000
-	s := newStore[string]()
-	rng := rand.New(rand.NewPCG(1, 2))
-	for k := range n {
-		i := s.alloc()
-		e := s.at(i)
-		e.key, e.seq, e.next = fmt.Sprint("namespace/pod-", k), s.nextSeq(), rng.Int64N(int64(time.Hour))
-		s.idx.insert(&s.slab, e.key, i)
-		s.push(i)
+func TestMoment(t *testing.T) {
+	times := []time.Time{
+		time.Unix(-1<<63, 0), // the first second time.Unix can give
+		{},
+		time.Date(1500, 1, 1, 0, 0, 0, 1, time.UTC),
+		time.Date(1969, 12, 31, 23, 59, 59, 999_999_999, time.UTC),
+		time.Unix(0, 0),
+		time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(1_000_000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Unix(1<<63-1-unixToInternal, 999_999_999), // the last time.Time
 	}
-	// Reschedule n/3 entries at random, without the compaction that would
-	// follow: each old node stays in the heap, stale.
-	for range n / 3 {
-		i := int32(rng.IntN(n))
-		e := s.at(i)
-		e.seq, e.next = s.nextSeq(), rng.Int64N(int64(time.Hour))
-		s.waiting--
-		s.push(i)
+	for i, a := range times {
+		m := momentOf(a)
+		assert.True(t, m.time(time.UTC).Equal(a), "round trip of %v", a)
+		assert.True(t, m.before(never))
+		for j, b := range times {
+			assert.Equal(t, i < j, m.before(momentOf(b)), "%v before %v", a, b)
+			assert.Equal(t, a.Before(b), m.before(momentOf(b)), "%v before %v, as time orders them", a, b)
+		}
 	}
-	saved := slices.Clone(s.heap)
-	for _, m := range []struct {
-		name string
-		live func() []hnode
-	}{
-		{"probe", s.dropStale},
-		{"scan", func() []hnode { return s.appendWaiting(s.heap[:0], -1) }},
-	} {
-		b.Run("method="+m.name, func(b *testing.B) {
-			for b.Loop() {
-				b.StopTimer()
-				s.heap = append(s.heap[:0], saved...)
-				b.StartTimer()
-				s.heap = m.live()
-				s.heapify()
-			}
-			b.ReportMetric(float64(b.Elapsed())/float64(b.N*len(saved)), "ns/node")
-			require.NoError(b, s.check())
-		})
-	}
+	m := momentOf(time.Date(2025, 1, 1, 0, 0, 0, 999_999_999, time.UTC))
+	assert.Equal(t, momentOf(time.Date(2025, 1, 1, 0, 0, 2, 0, time.UTC)), m.add(time.Second+1))
+	assert.Equal(t, never, momentOf(times[len(times)-1]).add(time.Second))
+	assert.Equal(t, time.Second+1, m.until(m.add(time.Second+1)))
+	assert.Equal(t, time.Duration(0), m.until(m))
+	assert.Equal(t, time.Duration(1<<63-1), momentOf(times[1]).until(momentOf(times[6])), "too long for a Duration")
+	assert.Equal(t, time.Duration(1<<63-1), momentOf(times[0]).until(momentOf(times[8])), "overflowing")
+	assert.Equal(t, -1.5, m.secondsSince(m.add(1500*time.Millisecond)))
 }

@@ -1,20 +1,10 @@
 package timedqueue
 
-import (
-	"errors"
-	"sync"
-	"time"
-)
-
 // FailureFunc gets a schedule as it finally failed, and its last error.
 type FailureFunc[K comparable] func(w TimedWorker[K], err error)
 
 // RetryFunc gets a schedule whose attempt failed with err, to retry at w.NextAttempt.
 type RetryFunc[K comparable] func(w TimedWorker[K], err error)
-
-// AdmitFunc decides whether due work may start now: it returns a time not
-// after now (the zero time, say) to start it, or when to ask again.
-type AdmitFunc[K comparable] func(key K, fireAt, now time.Time) (retryAt time.Time)
 
 // hooks holds a queue's hooks, nil if not set. A queue's hooks are replaced
 // whole (copy on write), so a reader sees one consistent set.
@@ -36,16 +26,6 @@ func (q *TimedWorkerQueue[K]) SetRetryHook(f RetryFunc[K]) {
 	q.setHooks(func(h *hooks[K]) { h.retry = f })
 }
 
-// SetAdmitFunc makes f the gate every attempt passes before its work func
-// runs (a rate limit's token, say); nil removes it. f is asked one call at a
-// time, in the order attempts start (NextAttempt order), so what it hands out
-// goes in that order. It may call the queue but must not block. A refusal is
-// not an attempt: no Attempts, hook or retry is used; the schedule waits for
-// the time f gave, holding no slot. A panic in f is logged and admits.
-func (q *TimedWorkerQueue[K]) SetAdmitFunc(f AdmitFunc[K]) {
-	q.setHooks(func(h *hooks[K]) { h.admit = f })
-}
-
 func (q *TimedWorkerQueue[K]) setHooks(change func(*hooks[K])) {
 	q.hooksMu.Lock()
 	defer q.hooksMu.Unlock()
@@ -53,31 +33,3 @@ func (q *TimedWorkerQueue[K]) setHooks(change func(*hooks[K])) {
 	change(&h)
 	q.hooks.Store(&h)
 }
-
-// turns makes attempts ask the admit func one at a time, in the order they
-// started: the attempt with ticket n asks once ticket n-1 has. Every ticket
-// handed out is passed exactly once, by the attempt's own goroutine in a
-// deferred call, whatever the admit func does (returns, panics, Goexits).
-type turns struct {
-	mu   sync.Mutex
-	cond sync.Cond
-	next uint64 // the ticket whose turn it is; tickets start at 1
-}
-
-func (t *turns) wait(ticket uint64) {
-	t.mu.Lock()
-	for t.next != ticket {
-		t.cond.Wait()
-	}
-	t.mu.Unlock()
-}
-
-func (t *turns) pass() {
-	t.mu.Lock()
-	t.next++
-	t.mu.Unlock()
-	t.cond.Broadcast()
-}
-
-// errNotAdmitted is the reason of a wait an admit func asked for.
-var errNotAdmitted = errors.New("timedqueue: not admitted yet")

@@ -67,12 +67,6 @@ func (x *index[K]) find(slab *slab[K], key K) (i int32, pos uint32, tag uint32) 
 	}
 }
 
-// get returns key's slab index and whether it is there.
-func (x *index[K]) get(slab *slab[K], key K) (int32, bool) {
-	i, _, _ := x.find(slab, key)
-	return i, i >= 0
-}
-
 // insertAt adds slab index i for the key whose tag and missing position find
 // has just returned, with no change to the index since.
 func (x *index[K]) insertAt(pos, tag uint32, i int32) {
@@ -82,12 +76,6 @@ func (x *index[K]) insertAt(pos, tag uint32, i int32) {
 	}
 	x.slots[pos] = uint64(tag)<<32 | uint64(uint32(i)+1)
 	x.n++
-}
-
-// insert adds key at slab index i; key must be absent.
-func (x *index[K]) insert(slab *slab[K], key K, i int32) {
-	_, pos, tag := x.find(slab, key)
-	x.insertAt(pos, tag, i)
 }
 
 // emptyFor returns the first empty position on tag's probe sequence.
@@ -167,16 +155,6 @@ func (x *index[K]) repoint(slab *slab[K], key K, to int32) {
 	x.slots[pos] = uint64(tag)<<32 | uint64(uint32(to)+1)
 }
 
-// delete removes key and reports whether it was there.
-func (x *index[K]) delete(slab *slab[K], key K) bool {
-	i, pos, _ := x.find(slab, key)
-	if i < 0 {
-		return false
-	}
-	x.deleteAt(pos)
-	return true
-}
-
 // retain keeps the keys whose slab index keep reports true and drops the
 // others, in O(table size).
 func (x *index[K]) retain(keep func(i int32) bool) {
@@ -192,13 +170,4 @@ func (x *index[K]) retain(keep func(i int32) bool) {
 	}
 	x.n = len(kept)
 	x.shrink()
-}
-
-// all calls yield with the slab index of every key, in no particular order.
-func (x *index[K]) all(yield func(i int32) bool) {
-	for _, s := range x.slots {
-		if s != 0 && !yield(int32(uint32(s)-1)) {
-			return
-		}
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,55 +22,71 @@ func indexModel[K comparable](t *testing.T, seed uint64, ops, nkeys int, newKey 
 	for op := range ops {
 		k := newKey(rng.IntN(nkeys))
 		want, in := model[k]
-		got, ok := s.idx.get(&s.slab, k)
+		got, ok := get(&s, k)
 		require.Equal(t, in, ok, "op %d: get(%v) found", op, k)
 		if in {
 			require.Equal(t, want, got, "op %d: get(%v)", op, k)
 		}
 		switch r := rng.IntN(10); {
 		case !in && r < 6: // insert
-			i := s.alloc()
-			s.at(i).key, s.at(i).state = k, stateWaiting
-			s.idx.insert(&s.slab, k, i)
+			i := insertKey(&s, k)
+			s.at(i).state = stateWaiting
 			model[k] = i
 		case in && r < 5: // delete
-			require.True(t, s.idx.delete(&s.slab, k))
-			s.release(want)
+			require.True(t, deleteKey(&s, k))
 			delete(model, k)
 		case !in:
-			require.False(t, s.idx.delete(&s.slab, k), "delete of an absent key")
+			require.False(t, deleteKey(&s, k), "delete of an absent key")
 		}
-		require.Equal(t, len(model), s.idx.len())
+		require.Equal(t, len(model), s.index.len())
 		if op%1009 == 0 || op == ops-1 {
-			require.NoError(t, s.idx.check(&s.slab), "op %d", op)
+			require.NoError(t, s.index.check(&s.slab), "op %d", op)
 		}
 	}
 	// Every key of the model is there; retain drops exactly the others.
 	for k, i := range model {
-		got, ok := s.idx.get(&s.slab, k)
+		got, ok := get(&s, k)
 		require.True(t, ok)
 		require.Equal(t, i, got)
 	}
 	kept := map[K]int32{}
-	s.idx.retain(func(i int32) bool {
+	s.index.retain(func(i int32) bool {
 		if i%2 == 0 {
 			kept[s.at(i).key] = i
 			return true
 		}
 		return false
 	})
-	require.Equal(t, len(kept), s.idx.len())
-	require.NoError(t, s.idx.check(&s.slab))
+	require.Equal(t, len(kept), s.index.len())
+	require.NoError(t, s.index.check(&s.slab))
 	for k, i := range model {
-		got, ok := s.idx.get(&s.slab, k)
+		got, ok := get(&s, k)
 		require.Equal(t, i%2 == 0, ok, "after retain: %v", k)
 		if ok {
 			require.Equal(t, i, got)
 		}
 	}
-	n := 0
-	s.idx.all(func(int32) bool { n++; return true })
-	assert.Equal(t, len(kept), n, "all")
+}
+
+// get returns key's slot and whether it is there.
+func get[K comparable](s *store[K], key K) (int32, bool) {
+	i, _, _ := s.index.find(&s.slab, key)
+	return i, i >= 0
+}
+
+// insertKey adds a schedule for key, which must be absent, and returns its slot.
+func insertKey[K comparable](s *store[K], key K) int32 {
+	_, pos, tag := s.index.find(&s.slab, key)
+	return s.add(key, pos, tag, time.Time{}, time.Time{})
+}
+
+// deleteKey removes key's schedule and reports whether it was there.
+func deleteKey[K comparable](s *store[K], key K) bool {
+	i, pos, _ := s.index.find(&s.slab, key)
+	if i >= 0 {
+		s.remove(i, pos)
+	}
+	return i >= 0
 }
 
 func TestIndexAgainstMap(t *testing.T) {
@@ -101,13 +118,11 @@ func TestIndexNaNKeyIsNeverFound(t *testing.T) {
 	// As in a Go map: a key not equal to itself can be inserted, never found.
 	s := newStore[float64]()
 	for range 3 {
-		i := s.alloc()
-		s.at(i).key, s.at(i).state = math.NaN(), stateWaiting
-		s.idx.insert(&s.slab, math.NaN(), i)
+		s.at(insertKey(&s, math.NaN())).state = stateWaiting
 	}
-	_, ok := s.idx.get(&s.slab, math.NaN())
+	_, ok := get(&s, math.NaN())
 	assert.False(t, ok)
-	assert.Equal(t, 3, s.idx.len())
+	assert.Equal(t, 3, s.index.len())
 }
 
 // TestIndexBackwardShiftWraps places hand-made tags in a table of 16 so that

@@ -69,6 +69,7 @@ type model struct {
 	block bool // blocking outcomes allowed
 	errs  []string
 	tries map[string]int // attempts started per key, to derive outcomes
+	pads  int            // padding schedules now live (see runModel's pad)
 }
 
 func (m *model) fail(format string, args ...any) {
@@ -224,8 +225,8 @@ func (m *model) checkQuiescent(q *timedqueue.TimedWorkerQueue[string]) {
 			m.fail("%s due since %v but not started with %d/%d slots busy", key, s.next.Sub(t0), busy, modelSlots)
 		}
 	}
-	if n := q.Len(); n != live {
-		m.fail("Len() = %d, want %d", n, live)
+	if n := q.Len(); n != live+m.pads {
+		m.fail("Len() = %d, want %d", n, live+m.pads)
 	}
 	if err := timedqueue.CheckInvariants(q); err != nil {
 		m.fail("invariants: %v", err)
@@ -235,7 +236,7 @@ func (m *model) checkQuiescent(q *timedqueue.TimedWorkerQueue[string]) {
 func TestModel(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4, 5} {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 2500, modelKeys, t0, false) })
+			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 2500, modelKeys, t0, false, 0) })
 		})
 	}
 }
@@ -254,7 +255,7 @@ func TestModelFarTimes(t *testing.T) {
 		{"some FireAt in 1500 or 2300", t0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runModel(t, 21, 2500, modelKeys, tc.start, tc.farTimes) })
+			synctest.Test(t, func(t *testing.T) { runModel(t, 21, 2500, modelKeys, tc.start, tc.farTimes, 0) })
 		})
 	}
 }
@@ -265,7 +266,7 @@ func TestModelFarTimes(t *testing.T) {
 func TestModelManyKeys(t *testing.T) {
 	for _, seed := range []uint64{11, 12, 13} {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 5000, 100, t0, false) })
+			synctest.Test(t, func(t *testing.T) { runModel(t, seed, 5000, 100, t0, false, 0) })
 		})
 	}
 }
@@ -273,7 +274,9 @@ func TestModelManyKeys(t *testing.T) {
 // runModel runs ops random operations on nkeys keys with a clock starting at
 // start. With farTimes, a tenth of the times are in 1500 and a twentieth in
 // 2300 instead of around now; those left in 2300 are cancelled at the end.
-func runModel(t *testing.T, seed uint64, ops, nkeys int, start time.Time, farTimes bool) {
+// With pad > 0, every 100 operations it adds pad padding schedules far
+// ahead, or cancels them all: the store shrinks, moving the model's entries.
+func runModel(t *testing.T, seed uint64, ops, nkeys int, start time.Time, farTimes bool, pad int) {
 	clk := testingclock.NewFakeClock(start)
 	m := &model{t: t, clk: clk, seed: seed, keys: map[string]*modelKey{}, block: true, tries: map[string]int{}}
 	for i := range nkeys {
@@ -299,7 +302,22 @@ func runModel(t *testing.T, seed uint64, ops, nkeys int, start time.Time, farTim
 	}
 	steps := []time.Duration{0, 1, time.Millisecond - 1, time.Millisecond, 100*time.Millisecond - 1, 100 * time.Millisecond, 300 * time.Millisecond, time.Second}
 	var counts [7]int
-	for range ops {
+	padding := func(add bool) {
+		for i := range pad {
+			if add {
+				require.True(t, q.AddWork(fmt.Sprint("pad", i), t0, start.Add(1000*time.Hour)))
+			} else {
+				require.True(t, q.CancelWork(fmt.Sprint("pad", i)))
+			}
+		}
+		m.mu.Lock()
+		m.pads = map[bool]int{true: pad}[add]
+		m.mu.Unlock()
+	}
+	for op := range ops {
+		if pad > 0 && op%100 == 0 {
+			padding(m.pads == 0)
+		}
 		key := fmt.Sprint("k", rng.IntN(nkeys))
 		op := rng.IntN(7)
 		counts[op]++
@@ -375,6 +393,9 @@ func runModel(t *testing.T, seed uint64, ops, nkeys int, start time.Time, farTim
 		}
 	}
 
+	if m.pads > 0 {
+		padding(false)
+	}
 	// Cancel what waits for 2300; the drain below lets only seconds pass.
 	m.mu.Lock()
 	for key, k := range m.keys {

@@ -34,45 +34,30 @@ var ErrShutdown = errors.New("timedqueue: queue shut down")
 // TimedWorkerQueue runs a [WorkFunc] for scheduled keys. It is safe for
 // concurrent use; the zero value is not usable: call [New].
 type TimedWorkerQueue[K comparable] struct {
-	work    WorkFunc[K]
-	clock   clock.Clock
-	max     int
-	retry   RetryPolicy
-	timeout time.Duration
-	log     logr.Logger
+	// Set by New, then only read.
+	work      WorkFunc[K]
+	clock     clock.Clock
+	max       int
+	retry     RetryPolicy
+	timeout   time.Duration
+	log       logr.Logger
+	m         metrics
+	checkKeys bool // K holds interfaces: see badKey
+
 	hooks   atomic.Pointer[hooks[K]] // replaced whole by the Set*Hook methods
 	hooksMu sync.Mutex               // serialises those replacements
-	turn    turns                    // the admit func's turns
-	m       metrics
-	// checkKeys: K holds interfaces, so a key may hold a value that is not
-	// comparable (a slice, a map, a func); such a key would make the index's
-	// hash (and the withdrawn map) panic. Every method refuses it before
-	// taking the lock.
-	checkKeys bool
-	realClock bool // clock is k8s.io/utils/clock's RealClock: see pumpLocked
+	turns   turns                    // the admit func's turns
 
 	baseCtx    context.Context // parent of every work ctx; cancelled by Shutdown
 	cancelBase context.CancelCauseFunc
-	timerC     <-chan time.Time
-	stop       chan struct{} // closed by Shutdown: the timer goroutine exits
-	idle       chan struct{} // a token: the timer was stopped, the timer goroutine may exit
 
-	mu          sync.Mutex
-	s           *store[K]
-	withdrawn   map[K]struct{} // keys with a withdrawn attempt in flight
-	active      int            // attempts in flight, withdrawn included; = busy worker goroutines
-	tickets     uint64         // admit tickets handed out so far (see turns)
-	timer       clock.Timer    // the queue's only timer
-	armedAt     int64          // Unix ns the timer is armed for; math.MinInt64 if saturated; never if stopped
-	armedFor    instant        // the time the timer is armed for, at full precision
-	timed       []*attempt[K]  // in-flight attempts with a deadline
-	minDeadline instant        // min deadline over timed, or neverInstant
-	closed      bool
-	inside      int           // running attempts whose work ctx is in Shutdown (see workCtx)
-	ctxs        []workCtx[K]  // the rest of the chunk newWorkCtxLocked takes work ctxs from
-	timerOn     bool          // the timer goroutine runs; true whenever armedAt != never
-	hooking     int           // workers in a hook: they hold a slot, Shutdown does not wait for them
-	changed     chan struct{} // after Shutdown: closed and replaced when a Shutdown wait condition may have changed
+	mu        sync.Mutex
+	s         store[K]
+	withdrawn map[K]struct{} // keys with a withdrawn attempt in flight
+	active    int            // attempts in flight, withdrawn included: busy worker goroutines
+	alarm     alarm          // the queue's one timer (see timer.go)
+	deadlines deadlines[K]   // attempts with a timeout
+	down      shutdownState
 }
 
 // New returns a queue running work, or an error naming the bad value.
@@ -85,48 +70,27 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		return nil, err
 	}
 	q := &TimedWorkerQueue[K]{
-		work:        work,
-		clock:       o.clock,
-		max:         o.maxConcurrency,
-		retry:       o.retry,
-		timeout:     o.attemptTimeout,
-		log:         o.logger,
-		m:           newMetrics(o.metrics, o.name),
-		stop:        make(chan struct{}),
-		idle:        make(chan struct{}, 1),
-		s:           newStore[K](),
-		withdrawn:   make(map[K]struct{}),
-		armedAt:     never,
-		minDeadline: neverInstant,
-		changed:     make(chan struct{}),
-		checkKeys:   holdsInterface(reflect.TypeFor[K]()),
-		realClock:   isRealClock(o.clock),
+		work:      work,
+		clock:     o.clock,
+		max:       o.maxConcurrency,
+		retry:     o.retry,
+		timeout:   o.attemptTimeout,
+		log:       o.logger,
+		m:         newMetrics(o.metrics, o.name),
+		checkKeys: holdsInterface(reflect.TypeFor[K]()),
+		s:         newStore[K](),
+		withdrawn: make(map[K]struct{}),
+		deadlines: deadlines[K]{min: never},
+		down:      shutdownState{changed: make(chan struct{})},
 	}
 	q.hooks.Store(&hooks)
-	q.turn.cond.L = &q.turn.mu
-	q.turn.next = 1
+	q.turns.init()
 	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
-	// One timer for the queue's whole life, created stopped. It is re-armed
-	// with Stop, a drain and Reset, never with Reset alone: a FakeClock does not
-	// drain on Reset, and a stale value would make a later Step block.
-	q.timer = q.clock.NewTimer(time.Hour)
-	q.timer.Stop()
-	q.timerC = q.timer.C()
+	q.alarm.init(q.clock)
 	return q, nil
 }
 
-// isRealClock reports whether c is k8s.io/utils/clock's RealClock, which no
-// one steps.
-func isRealClock(c clock.Clock) bool {
-	switch c.(type) {
-	case clock.RealClock, *clock.RealClock:
-		return true
-	}
-	return false
-}
-
-// holdsInterface reports whether values of type t may hold an interface value,
-// whose dynamic value may not be comparable.
+// holdsInterface reports whether values of type t may hold an interface.
 func holdsInterface(t reflect.Type) bool {
 	switch t.Kind() {
 	case reflect.Interface:
@@ -155,9 +119,8 @@ func (q *TimedWorkerQueue[K]) badKey(key K) bool {
 	return key != key
 }
 
-// comparableKey reports whether key's value is comparable. It is kept out of
-// badKey so that taking the address of its own copy of key moves only that
-// copy to the heap, and only when K holds interfaces.
+// comparableKey reports whether key's value is comparable. Out of badKey, the
+// copy of key whose address it takes escapes only when K holds interfaces.
 //
 //go:noinline
 func comparableKey[K comparable](key K) bool {
@@ -170,26 +133,7 @@ func comparableKey[K comparable](key K) bool {
 // also waits for it to return. createdAt is kept for the caller in
 // [TimedWorker]; a zero createdAt or fireAt means the clock's now.
 func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
-	if q.badKey(key) {
-		return false
-	}
-	createdAt, fireAt = q.orNow(createdAt, fireAt)
-	var d delta
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return false
-	}
-	i, pos, tag := q.s.idx.find(&q.s.slab, key)
-	if i >= 0 {
-		q.mu.Unlock()
-		return false
-	}
-	q.scheduleLocked(key, pos, tag, createdAt, fireAt, &d)
-	q.pumpLocked(&d)
-	q.mu.Unlock()
-	q.m.apply(d)
-	return true
+	return q.schedule(key, createdAt, fireAt, false)
 }
 
 // UpdateWork makes fireAt the time of the work for key and reports whether it
@@ -198,46 +142,50 @@ func (q *TimedWorkerQueue[K]) AddWork(key K, createdAt, fireAt time.Time) bool {
 // an attempt runs (call again once it ends), if fireAt equals FireAt (a
 // backoff goes on), or where AddWork would not schedule.
 func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) bool {
+	return q.schedule(key, createdAt, fireAt, true)
+}
+
+func (q *TimedWorkerQueue[K]) schedule(key K, createdAt, fireAt time.Time, update bool) bool {
 	if q.badKey(key) {
 		return false
 	}
 	createdAt, fireAt = q.orNow(createdAt, fireAt)
 	var d delta
 	q.mu.Lock()
-	if q.closed {
+	if q.down.closed {
 		q.mu.Unlock()
 		return false
 	}
-	i, pos, tag := q.s.idx.find(&q.s.slab, key)
-	if i < 0 {
-		q.scheduleLocked(key, pos, tag, createdAt, fireAt, &d)
-	} else {
-		e := q.s.at(i)
-		if e.state == stateRunning {
+	s := &q.s
+	i, pos, tag := s.index.find(&s.slab, key)
+	switch {
+	case i < 0:
+		i = s.add(key, pos, tag, createdAt, fireAt)
+		if _, ok := q.withdrawn[key]; ok {
+			s.at(i).state = stateBlocked // pushed when the withdrawn attempt returns
+		} else {
+			s.push(i)
+		}
+		d.pending++
+	case !update:
+		q.mu.Unlock()
+		return false
+	default:
+		e := s.at(i)
+		if e.state == stateRunning || momentOf(fireAt) == e.fire {
 			q.mu.Unlock()
 			return false
-		}
-		wasFar := saturated(e.next)
-		if !q.s.retime(i, createdAt, fireAt) {
-			q.mu.Unlock()
-			return false
-		}
-		if wasFar {
-			delete(q.s.xnext, i) // Attempts is reset: NextAttempt is FireAt
 		}
 		if e.attempts > 0 {
-			d.backoff-- // no longer backing off
+			d.backoff-- // Attempts is reset: no longer backing off
 		}
-		e.attempts, e.deferred = 0, false
-		e.seq = q.s.nextSeq() // a new schedule: ordered after earlier ones with the same time
-		e.next = e.fire       // setTimes stored FireAt as unixNano does
+		s.setTimes(e, createdAt, fireAt) // a new gen: the old node is stale
 		if e.state == stateWaiting {
-			// The old node is stale now; push a new one rather than sift the old.
-			q.s.unwait(i, wasFar)
-			q.s.push(i)
+			s.unwait(i)
+			s.push(i)
 		}
-		d.adds++
 	}
+	d.adds++
 	q.pumpLocked(&d)
 	q.mu.Unlock()
 	q.m.apply(d)
@@ -260,27 +208,6 @@ func (q *TimedWorkerQueue[K]) orNow(createdAt, fireAt time.Time) (time.Time, tim
 	return createdAt, fireAt
 }
 
-// scheduleLocked creates a schedule for key, which has no live one; pos and
-// tag are what the index's find returned for it.
-func (q *TimedWorkerQueue[K]) scheduleLocked(key K, pos, tag uint32, createdAt, fireAt time.Time, d *delta) {
-	s := q.s
-	i := s.alloc()
-	e := s.at(i)
-	e.key = key
-	e.seq = s.nextSeq()
-	s.setTimes(i, createdAt, fireAt)
-	e.next = e.fire // setTimes stored FireAt as unixNano does
-	e.attempts = 0
-	s.idx.insertAt(pos, tag, i)
-	if _, ok := q.withdrawn[key]; ok {
-		e.state = stateBlocked // released into the heap when the withdrawn attempt returns
-	} else {
-		s.push(i)
-	}
-	d.adds++
-	d.pending++
-}
-
 // CancelWork reports whether it removed pending or backing-off work for key,
 // which then never starts. A running attempt goes on, withdrawn: CancelWork
 // frees the key and returns false.
@@ -290,40 +217,31 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	}
 	var d delta
 	q.mu.Lock()
-	i, pos, _ := q.s.idx.find(&q.s.slab, key)
+	s := &q.s
+	i, pos, _ := s.index.find(&s.slab, key)
 	if i < 0 {
 		q.mu.Unlock()
 		return false
 	}
-	e := q.s.at(i)
-	far := saturated(e.next)
-	q.s.idx.deleteAt(pos)
-	switch e.state {
-	case stateRunning:
-		// The worker holds (idx, seq); freeing the slot makes its identity check
-		// fail, so its end is handled as a withdrawn attempt.
-		q.withdrawn[key] = struct{}{}
-		q.s.release(i)
-		q.s.shrink()
-		q.mu.Unlock()
-		return false
-	case stateWaiting:
-		if e.attempts > 0 {
-			d.backoff--
-		}
-		// Lazy deletion: free the slot, which leaves its heap node stale.
-		q.s.release(i)
-		if q.s.unwait(i, far) {
-			q.pumpLocked(&d) // the earliest time may have changed: re-arm the timer
-		}
-	default: // blocked: not in the heap
-		q.s.release(i)
+	state := s.at(i).state
+	if state == stateWaiting && s.at(i).attempts > 0 {
+		d.backoff--
 	}
-	q.s.shrink()
-	d.pending--
+	// A running attempt finds its entry by key and gen: with the entry gone,
+	// its end is handled as a withdrawn attempt's.
+	s.remove(i, pos)
+	if state == stateRunning {
+		q.withdrawn[key] = struct{}{}
+	} else if state == stateWaiting && s.unwait(i) {
+		q.pumpLocked(&d) // the earliest time may have changed: re-arm the timer
+	}
+	s.shrink()
+	if state != stateRunning {
+		d.pending--
+	}
 	q.mu.Unlock()
 	q.m.apply(d)
-	return true
+	return state != stateRunning
 }
 
 // GetWorker returns a snapshot of the live schedule for key, if any.
@@ -333,28 +251,23 @@ func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	i, ok := q.s.idx.get(&q.s.slab, key)
-	if !ok {
+	i, _, _ := q.s.index.find(&q.s.slab, key)
+	if i < 0 {
 		return TimedWorker[K]{}, false
 	}
-	return q.snapshotLocked(i), true
+	return q.snapshotLocked(q.s.at(i)), true
 }
 
-func (q *TimedWorkerQueue[K]) snapshotLocked(i int32) TimedWorker[K] {
-	e := q.s.at(i)
-	w := TimedWorker[K]{
-		Key:       e.key,
-		CreatedAt: q.s.createdAt(i),
-		FireAt:    q.s.fireAt(i),
-		Attempts:  int(e.attempts),
-		Running:   e.state == stateRunning,
+func (q *TimedWorkerQueue[K]) snapshotLocked(e *entry[K]) TimedWorker[K] {
+	loc := q.s.locs.fire(e)
+	return TimedWorker[K]{
+		Key:         e.key,
+		CreatedAt:   q.s.createdAt(e),
+		FireAt:      e.fire.time(loc),
+		Attempts:    int(e.attempts),
+		NextAttempt: e.next.time(loc),
+		Running:     e.state == stateRunning,
 	}
-	if e.attempts == 0 && !e.deferred {
-		w.NextAttempt = w.FireAt
-	} else {
-		w.NextAttempt = q.s.nextAt(i).time(q.s.fireLocation(i))
-	}
-	return w
 }
 
 // AppendWorkers appends a snapshot of every live schedule to dst, in no
@@ -363,10 +276,10 @@ func (q *TimedWorkerQueue[K]) snapshotLocked(i int32) TimedWorker[K] {
 func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[K] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	dst = slices.Grow(dst, q.s.idx.len())
+	dst = slices.Grow(dst, q.s.index.len())
 	for i := range int32(q.s.slab.len()) {
-		if q.s.at(i).state != stateFree {
-			dst = append(dst, q.snapshotLocked(i))
+		if e := q.s.at(i); e.state != stateFree {
+			dst = append(dst, q.snapshotLocked(e))
 		}
 	}
 	return dst
@@ -376,5 +289,5 @@ func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[
 func (q *TimedWorkerQueue[K]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.s.idx.len()
+	return q.s.index.len()
 }

@@ -15,23 +15,24 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 	var d delta
 	dropped := 0
 	q.mu.Lock()
-	if !q.closed {
-		q.closed = true
-		q.s.idx.retain(func(i int32) bool {
-			if q.s.at(i).state == stateRunning {
-				return true
+	if !q.down.closed {
+		q.down.closed = true
+		s := &q.s
+		s.index.retain(func(i int32) bool {
+			if s.at(i).state != stateRunning {
+				if s.at(i).attempts > 0 {
+					d.backoff--
+				}
+				s.release(i)
+				dropped++
+				return false
 			}
-			if q.s.at(i).attempts > 0 {
-				d.backoff--
-			}
-			q.s.release(i)
-			dropped++
-			return false
+			return true
 		})
-		q.s.clearWaiting()
-		q.s.shrink()
-		q.stopTimerLocked()
-		close(q.stop)
+		s.heap, s.waiting = nil, 0
+		s.shrink()
+		q.alarm.disarm()
+		close(q.alarm.stop)
 		q.cancelBase(ErrShutdown)
 		d.pending -= dropped
 		d.drops += dropped
@@ -57,11 +58,11 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 		// attempt skips its own and those of the other callers inside running
 		// attempts (q.inside counts them all, its own included), which wait
 		// for it as it would for them.
-		busy := q.active - q.hooking
-		if !q.timerOn && (busy == 0 || own != nil && own.running && busy <= q.inside) {
+		busy := q.active - q.down.hooking
+		if !q.alarm.running && (busy == 0 || own != nil && own.running && busy <= q.down.inside) {
 			return nil
 		}
-		ch := q.changed
+		ch := q.down.changed
 		q.mu.Unlock()
 		select {
 		case <-ch:
@@ -77,10 +78,19 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 	}
 }
 
+// shutdownState is what Shutdown and its waiters share, guarded by the
+// queue's mutex.
+type shutdownState struct {
+	closed  bool
+	inside  int           // running attempts whose work ctx is in Shutdown (see workCtx)
+	hooking int           // workers in a hook: they hold a slot, Shutdown does not wait for them
+	changed chan struct{} // after Shutdown: closed and replaced when a wait condition may have changed
+}
+
 // notifyLocked wakes Shutdown waiters after a change of their wait condition.
 func (q *TimedWorkerQueue[K]) notifyLocked() {
-	if q.closed {
-		close(q.changed)
-		q.changed = make(chan struct{})
+	if q.down.closed {
+		close(q.down.changed)
+		q.down.changed = make(chan struct{})
 	}
 }

@@ -9,11 +9,11 @@ type slab[K comparable] struct {
 	n     int32        // allocated slots
 }
 
-// slabShift sets slabPage: 1024 entries, 56 KiB for a string key. A page is
-// a multiple of 8 KiB for any key type (entries are a multiple of 8 bytes), so
-// the Go allocator serves it as a large object with no rounding and no
-// header: 512 entries would take 28 KiB plus the 8-byte header of a small
-// object with pointers, which the allocator rounds up to 32 KiB (14% lost).
+// slabShift sets slabPage: 1024 entries, 64 KiB for a string key. With a key
+// of 8-byte alignment (a string, an int, a pointer) a page is a multiple of
+// 8 KiB, which the Go allocator serves as a large object with no rounding and
+// no header; a smaller page would be a small object with pointers, with an
+// 8-byte header, rounded up to its size class.
 const (
 	slabShift = 10
 	slabPage  = 1 << slabShift

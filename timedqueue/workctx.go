@@ -18,9 +18,9 @@ type workCtxKey struct{}
 //
 // So each attempt needs a workCtx of its own, never reused: a ctx may be kept
 // after its work func returned. Without an attempt timeout it is all the
-// attempt costs, 32 bytes taken from a chunk (see newWorkCtxLocked); its
-// parent is the queue's base ctx, so no cancel func, no registration with the
-// parent. With a timeout the work func gets a timedCtx around it.
+// attempt allocates; its parent is the queue's base ctx, so no cancel func,
+// no registration with the parent. With a timeout the work func gets a
+// timedCtx around it.
 type workCtx[K comparable] struct {
 	context.Context
 	q *TimedWorkerQueue[K]
@@ -36,28 +36,12 @@ func (c *workCtx[K]) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// workCtxChunk is how many workCtxs newWorkCtxLocked allocates at once: one
-// allocation per 64 attempts instead of one per attempt. A chunk stays alive
-// while any of its ctxs does (2 KiB for a ctx kept for long).
-const workCtxChunk = 64
-
-// newWorkCtxLocked returns a new workCtx for a running attempt.
-func (q *TimedWorkerQueue[K]) newWorkCtxLocked() *workCtx[K] {
-	if len(q.ctxs) == 0 {
-		q.ctxs = make([]workCtx[K], workCtxChunk)
-	}
-	c := &q.ctxs[0]
-	q.ctxs = q.ctxs[1:]
-	*c = workCtx[K]{Context: q.baseCtx, q: q, running: true}
-	return c
-}
-
 // timedCtx is the work ctx of an attempt with a timeout: its workCtx's
 // Context is a child of the base ctx that the queue cancels at the deadline,
 // on its own clock.
 type timedCtx[K comparable] struct {
 	*workCtx[K]
-	deadline instant
+	deadline moment
 }
 
 func (c *timedCtx[K]) Deadline() (time.Time, bool) {
@@ -84,13 +68,13 @@ func (q *TimedWorkerQueue[K]) ownAttempt(ctx context.Context) *workCtx[K] {
 
 // returnedLocked records that the work func of c has returned.
 //
-// q.inside counts the running attempts with at least one Shutdown call in
+// q.down.inside counts the running attempts with at least one Shutdown call in
 // progress through their ctx: each such attempt once, however many goroutines
 // share its ctx. It changes only here and in enterLocked and leaveLocked.
 func (q *TimedWorkerQueue[K]) returnedLocked(c *workCtx[K]) {
 	c.running = false
 	if c.shutdowns > 0 {
-		q.inside--
+		q.down.inside--
 		q.notifyLocked()
 	}
 }
@@ -99,7 +83,7 @@ func (q *TimedWorkerQueue[K]) returnedLocked(c *workCtx[K]) {
 func (q *TimedWorkerQueue[K]) enterLocked(c *workCtx[K]) {
 	c.shutdowns++
 	if c.shutdowns == 1 && c.running {
-		q.inside++
+		q.down.inside++
 	}
 }
 
@@ -107,7 +91,7 @@ func (q *TimedWorkerQueue[K]) enterLocked(c *workCtx[K]) {
 func (q *TimedWorkerQueue[K]) leaveLocked(c *workCtx[K]) {
 	c.shutdowns--
 	if c.shutdowns == 0 && c.running {
-		q.inside--
+		q.down.inside--
 		q.notifyLocked()
 	}
 }

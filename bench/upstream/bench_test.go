@@ -321,15 +321,10 @@ func BenchmarkAddWork(b *testing.B) {
 
 // BenchmarkReschedule is rescheduling churn: n pending items (100k; 10k
 // with -short), then UpdateWork of a random one to a random FireAt (a day
-// ahead, within an hour, as fill's), so each call moves a pending item.
-// Ours costs four dependent cache misses a call (the key's bytes, the index
-// slot, the slab entry; here also the key's header), so it follows the load
-// other processes put on the caches: 320–1400 ns a call on the shared VM,
-// in runs a minute apart. Compared in turn, in ten runs each (medians, ours
-// and upstream's from the same runs, load average 2–4): 456 ns before the
-// fix of timedqueue's compaction (see timedqueue's BenchmarkReschedule) and
-// 403 ns after, upstream 3.3–3.4 µs (8.5×); on a quieter machine, 454 and
-// 447 ns, upstream 2.8 µs (6.2×).
+// ahead, within an hour, as fill's), so each call moves a pending item: the
+// workload of BenchmarkUpdateWork's keys=random/times=day. Ours costs a few
+// dependent cache misses a call (the key's bytes, the index slot, the slab
+// entry), so it follows the load other processes put on the caches.
 //
 //	go test -run '^$' -bench Reschedule -benchtime 1000000x -count 10 .
 func BenchmarkReschedule(b *testing.B) {
@@ -348,6 +343,44 @@ func BenchmarkReschedule(b *testing.B) {
 				q.update(int(x%uint64(n)), now, farTime(now, int(x>>33)))
 			}
 		})
+	}
+}
+
+// BenchmarkUpdateWork is UpdateWork as a controller calls it: n pending
+// items (100k; 10k with -short) a day ahead, then one UpdateWork per op,
+// keys taken in a fixed stride (every 7919th, wrapping), each moved to a
+// FireAt in [now+1h, now+2h). keys= and times= vary one thing at a time
+// against BenchmarkReschedule's workload (random keys, times a day ahead):
+// times=earlier is the controller's, times=day is Reschedule's.
+func BenchmarkUpdateWork(b *testing.B) {
+	n := size(100_000)
+	getItems()
+	for _, keys := range []string{"strided", "random"} {
+		for _, times := range []string{"earlier", "day"} {
+			for _, impl := range impls {
+				b.Run(fmt.Sprintf("keys=%s/times=%s/impl=%s/pending=%d", keys, times, impl.name, n), func(b *testing.B) {
+					q := impl.make(noWork)
+					defer q.close()
+					now := time.Now()
+					fill(q, n, now)
+					b.ReportAllocs()
+					r, j := rng(1), 0
+					for b.Loop() {
+						x := r.next()
+						k := j * 7919 % n
+						if keys == "random" {
+							k = int(x % uint64(n))
+						}
+						at := now.Add(time.Hour + time.Duration(x>>33%3600_000)*time.Millisecond)
+						if times == "day" {
+							at = farTime(now, int(x>>33))
+						}
+						q.update(k, now, at)
+						j++
+					}
+				})
+			}
+		}
 	}
 }
 

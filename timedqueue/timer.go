@@ -1,0 +1,202 @@
+package timedqueue
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// alarm is a queue's one timer, guarded by the queue's mutex. It is re-armed
+// with Stop, a drain and Reset, never Reset alone: a FakeClock does not drain
+// on Reset, and a stale value would make a later Step block.
+type alarm struct {
+	timer   clock.Timer
+	c       <-chan time.Time
+	at      moment        // when the timer fires; never if it is stopped
+	running bool          // the timer goroutine runs; true whenever at != never
+	stop    chan struct{} // closed by Shutdown: the timer goroutine exits
+	idle    chan struct{} // a token: the timer was stopped, the goroutine may exit
+}
+
+func (a *alarm) init(c clock.Clock) {
+	a.timer = c.NewTimer(time.Hour)
+	a.timer.Stop()
+	a.c = a.timer.C()
+	a.at = never
+	a.stop = make(chan struct{})
+	a.idle = make(chan struct{}, 1)
+}
+
+// disarm stops the timer and drains a value it may have sent.
+func (a *alarm) disarm() {
+	if a.at == never {
+		return
+	}
+	if !a.timer.Stop() {
+		select {
+		case <-a.c:
+		default:
+		}
+	}
+	a.at = never
+}
+
+// pumpLocked brings the queue up to date with its clock: it expires timed-out
+// attempts, starts due schedules while slots are free, and arms the timer for
+// the next event. Every method that may change the earliest event calls it
+// before returning, so no change waits for the timer goroutine.
+func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
+	// Fast path, no clock read: every slot is busy (a worker that finishes
+	// pumps before it gives its slot up), or the timer is armed for the
+	// earliest schedule, or stopped with none (if that time has passed, the
+	// timer has fired and its goroutine pumps).
+	if q.timeout <= 0 && !q.down.closed {
+		if n, ok := q.s.head(); q.active >= q.max || ok && n.at == q.alarm.at || !ok && q.alarm.at == never {
+			return
+		}
+	}
+	for tries := 0; ; tries++ {
+		now := momentOf(q.clock.Now())
+		if q.timeout > 0 && !now.before(q.deadlines.min) {
+			q.deadlines.expire(now)
+		}
+		q.startDueLocked(now, d)
+		want := q.wakeAtLocked(now)
+		if want == never {
+			// Nothing to wait for: stop the timer and tell its goroutine to
+			// exit, even if the timer was stopped by a previous round.
+			q.alarm.disarm()
+			q.idleLocked()
+			return
+		}
+		if want == q.alarm.at {
+			return
+		}
+		q.alarm.disarm()
+		// Count from a fresh reading: starting the due work took time. A
+		// delay too long for a Duration fires early; the pump re-arms.
+		armedAt := momentOf(q.clock.Now())
+		q.alarm.timer.Reset(armedAt.until(want))
+		q.alarm.at = want
+		if !q.alarm.running {
+			q.alarm.running = true
+			go q.timerLoop()
+		}
+		// The timer counts from the clock's time at Reset: if the clock
+		// moved since armedAt (a Step from another goroutine), it fires late
+		// by as much, or, past want, not at all on a FakeClock. So if the
+		// clock moved, go round again, twice at most: a real clock always
+		// moves a little, by the time Reset takes.
+		if now2 := momentOf(q.clock.Now()); now2.before(want) && (now2 == armedAt || tries >= 2) {
+			return
+		}
+		q.alarm.disarm() // else want == alarm.at would end the next round early
+	}
+}
+
+// idleLocked tells a running timer goroutine that the timer is stopped, so
+// that it exits; a token left over wakes a later one once, harmlessly.
+func (q *TimedWorkerQueue[K]) idleLocked() {
+	if !q.alarm.running {
+		return
+	}
+	select {
+	case q.alarm.idle <- struct{}{}:
+	default:
+	}
+}
+
+// wakeAtLocked returns when the timer must fire next, or never.
+func (q *TimedWorkerQueue[K]) wakeAtLocked(now moment) moment {
+	if q.down.closed {
+		return never // running work was cancelled; nothing else will start
+	}
+	want := q.deadlines.min
+	// A due head remains only if every slot is busy: a finishing worker takes it.
+	if n, ok := q.s.head(); ok && now.before(n.at) && n.at.before(want) {
+		want = n.at
+	}
+	return want
+}
+
+// timerLoop is the queue's timer goroutine: it pumps when the timer fires.
+// pumpLocked starts it when it arms the timer and none runs; it exits when the
+// timer is stopped or the queue shut down, decided under q.mu as the start
+// is: the timer is never armed without a goroutine to receive from it.
+func (q *TimedWorkerQueue[K]) timerLoop() {
+	for {
+		fired := false
+		select {
+		case <-q.alarm.c:
+			fired = true
+		case <-q.alarm.idle: // the timer was stopped; it may have been re-armed since
+		case <-q.alarm.stop:
+		}
+		var d delta
+		q.mu.Lock()
+		if fired {
+			// A re-arming since the fire may have fired too: drain it, or a
+			// FakeClock would block in Step on the stale value.
+			q.alarm.disarm()
+			q.pumpLocked(&d)
+		}
+		exit := q.alarm.at == never || q.down.closed
+		if exit {
+			q.alarm.running = false
+			q.notifyLocked()
+		}
+		q.mu.Unlock()
+		q.m.apply(d)
+		if exit {
+			return
+		}
+	}
+}
+
+// deadlines are the attempts in flight with a timeout, guarded by q.mu.
+type deadlines[K comparable] struct {
+	timed []*attempt[K]
+	min   moment // the earliest deadline over timed, or never
+}
+
+func (ds *deadlines[K]) add(a *attempt[K]) {
+	a.tpos = len(ds.timed)
+	ds.timed = append(ds.timed, a)
+	if a.deadline.before(ds.min) {
+		ds.min = a.deadline
+	}
+}
+
+// expire cancels the attempts whose deadline has passed.
+func (ds *deadlines[K]) expire(now moment) {
+	for i := 0; i < len(ds.timed); {
+		if a := ds.timed[i]; !now.before(a.deadline) {
+			a.cancel(context.DeadlineExceeded)
+			ds.remove(a) // moves the last one to i
+			continue
+		}
+		i++
+	}
+}
+
+// remove removes a, if there, and recomputes the earliest deadline.
+func (ds *deadlines[K]) remove(a *attempt[K]) {
+	if a.tpos < 0 {
+		return
+	}
+	last := len(ds.timed) - 1
+	ds.timed[a.tpos] = ds.timed[last]
+	ds.timed[a.tpos].tpos = a.tpos
+	ds.timed[last] = nil
+	ds.timed = ds.timed[:last]
+	a.tpos = -1
+	if a.deadline == ds.min {
+		ds.min = never
+		for _, b := range ds.timed {
+			if b.deadline.before(ds.min) {
+				ds.min = b.deadline
+			}
+		}
+	}
+}
