@@ -41,7 +41,8 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restConfig := ctrl.GetConfigOrDie()
+	mgrOpts := ctrl.Options{
 		Metrics: metricsserver.Options{
 			BindAddress:    metricsAddr,
 			SecureServing:  true,
@@ -55,10 +56,28 @@ func main() {
 		LeaderElectionNamespace:       "kube-system",
 		LeaderElectionReleaseOnCancel: true, // safe: Start returns only once evictions in flight have
 		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-	})
+	}
+	// With leader election, pod and event writes leave only while the
+	// last renewal of the Lease is younger than the renew deadline, and the
+	// release on cancel never empties another replica's Lease.
+	var fence *noexecute.LeaderFence
+	if leaderElect {
+		var err error
+		if fence, err = noexecute.NewLeaderFence(restConfig, &mgrOpts); err != nil {
+			log.Error(err, "Setting up leader election")
+			os.Exit(1)
+		}
+	}
+	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
 	if err != nil {
 		log.Error(err, "Creating the manager")
 		os.Exit(1)
+	}
+	if fence != nil {
+		if err := mgr.Add(fence); err != nil {
+			log.Error(err, "Adding the leader fence")
+			os.Exit(1)
+		}
 	}
 	if err := (&noexecute.Runnable{Config: cfg}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Setting up the taint manager")

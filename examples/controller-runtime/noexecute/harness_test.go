@@ -59,12 +59,15 @@ type replicaOptions struct {
 	metrics   string                // secure metrics server address, as main.go serves it; "" disables it
 	probes    string                // health probe server address; "" disables it
 	config    manager.Config
+	// fenced elects through noexecute.NewLeaderFence, as main.go does.
+	fenced bool
 }
 
 // replica is a controller-runtime manager running a noexecute.Runnable.
 // Its client records every write to a pod.
 type replica struct {
 	mgr    ctrl.Manager
+	fence  *noexecute.LeaderFence // with replicaOptions.fenced
 	cancel context.CancelFunc
 	done   chan error
 
@@ -109,8 +112,18 @@ func (h *harness) startReplica(o replicaOptions) *replica {
 		opts.RenewDeadline = ptr.To(3 * time.Second)
 		opts.RetryPeriod = ptr.To(500 * time.Millisecond)
 	}
-	mgr, err := ctrl.NewManager(h.cfg, opts)
+	cfg := h.cfg
+	if o.fenced {
+		cfg = rest.CopyConfig(h.cfg)
+		var err error
+		r.fence, err = noexecute.NewLeaderFence(cfg, &opts)
+		require.NoError(t, err)
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	require.NoError(t, err)
+	if r.fence != nil {
+		require.NoError(t, mgr.Add(r.fence))
+	}
 	reg := o.registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
