@@ -11,13 +11,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/taintkit/taintkit/examples/controller-runtime/expiry"
 	"github.com/taintkit/taintkit/examples/controller-runtime/noexecute"
+	"github.com/taintkit/taintkit/examples/controller/metricsauth"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
@@ -44,9 +44,10 @@ func main() {
 	restConfig := ctrl.GetConfigOrDie()
 	mgrOpts := ctrl.Options{
 		Metrics: metricsserver.Options{
-			BindAddress:    metricsAddr,
-			SecureServing:  true,
-			FilterProvider: filters.WithAuthenticationAndAuthorization,
+			BindAddress:   metricsAddr,
+			SecureServing: true,
+			// A rejected token is 401, not controller-runtime's filter's 500.
+			FilterProvider: metricsauth.New,
 			// No HTTP/2: CVE-2023-44487 and CVE-2023-39325, as kubebuilder's scaffold does.
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 		},

@@ -23,11 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/taintkit/taintkit/examples/controller-runtime/internal/testenv"
 	"github.com/taintkit/taintkit/examples/controller-runtime/noexecute"
+	"github.com/taintkit/taintkit/examples/controller/metricsauth"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
@@ -90,7 +90,7 @@ func (h *harness) startReplica(o replicaOptions) *replica {
 	}
 	opts := ctrl.Options{
 		Metrics: metricsserver.Options{BindAddress: metricsAddr, SecureServing: true,
-			FilterProvider: filters.WithAuthenticationAndAuthorization},
+			FilterProvider: metricsauth.New},
 		HealthProbeBindAddress: probeAddr,
 		// Two managers in one process (a leader and a standby) register
 		// controllers of the same name.

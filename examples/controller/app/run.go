@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
 	"github.com/taintkit/taintkit/examples/controller/leasefence"
+	"github.com/taintkit/taintkit/examples/controller/metricsauth"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
@@ -106,15 +106,15 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	var filter MetricsFilter
 	if o.MetricsSecure && o.MetricsBindAddress != "0" {
-		// TokenReviews and SubjectAccessReviews, made by the library, on a
-		// client of their own; it caches their answers (a minute for a
-		// token, five for an allowed request, 30 s for a denied one).
+		// TokenReviews and SubjectAccessReviews (metricsauth), on a client
+		// of their own; their answers are cached (a minute for a token,
+		// five for an allowed request, 30 s for a denied one).
 		acfg := rest.CopyConfig(cfg)
 		httpClient, err := rest.HTTPClientFor(acfg)
 		if err != nil {
 			return fmt.Errorf("app: metrics authentication client: %w", err)
 		}
-		if filter, err = filters.WithAuthenticationAndAuthorization(acfg, httpClient); err != nil {
+		if filter, err = metricsauth.New(acfg, httpClient); err != nil {
 			return fmt.Errorf("app: metrics authentication: %w", err)
 		}
 	}
