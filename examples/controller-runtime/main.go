@@ -69,6 +69,9 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if fence != nil {
+		restConfig = fence.Config
+	}
 	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
 	if err != nil {
 		log.Error(err, "Creating the manager")

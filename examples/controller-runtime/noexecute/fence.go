@@ -36,12 +36,17 @@ var _ ctrlmanager.LeaderElectionRunnable = (*LeaderFence)(nil)
 // and events: see package leasefence of examples/controller. It is also
 // the Runnable that stops the manager once its fence refuses writes.
 type LeaderFence struct {
+	// Config is a copy of the config given to NewLeaderFence whose
+	// transport the fence guards: give it to ctrl.NewManager.
+	Config *rest.Config
+
 	fence *leasefence.Fence
 }
 
 // NewLeaderFence sets opts up for leader election through a fence, and
-// wraps cfg's transport with it: give both to ctrl.NewManager, then add
-// the LeaderFence to the manager (mgr.Add). Every write of a pod (its
+// makes a copy of cfg whose transport it guards ([LeaderFence.Config]):
+// give that and opts to ctrl.NewManager, then add the LeaderFence to the
+// manager (mgr.Add). cfg is not changed. Every write of a pod (its
 // status, its eviction) or an event by the manager's clients then leaves
 // only while the last renewal of the Lease that succeeded is younger than
 // the renew deadline; the Lease lock's release on cancel
@@ -91,8 +96,9 @@ func NewLeaderFence(cfg *rest.Config, opts *ctrlmanager.Options) (*LeaderFence, 
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 		Labels:     opts.LeaderElectionLabels,
 	})
-	cfg.Wrap(f.Wrap)
-	return &LeaderFence{fence: f}, nil
+	fenced := rest.CopyConfig(cfg)
+	fenced.Wrap(f.Wrap)
+	return &LeaderFence{Config: fenced, fence: f}, nil
 }
 
 // Allowed reports whether the manager may write pods and events now.

@@ -114,10 +114,10 @@ func (h *harness) startReplica(o replicaOptions) *replica {
 	}
 	cfg := h.cfg
 	if o.fenced {
-		cfg = rest.CopyConfig(h.cfg)
 		var err error
-		r.fence, err = noexecute.NewLeaderFence(cfg, &opts)
+		r.fence, err = noexecute.NewLeaderFence(h.cfg, &opts)
 		require.NoError(t, err)
+		cfg = r.fence.Config
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	require.NoError(t, err)
