@@ -34,18 +34,18 @@ import (
 // process (go test -count=N): each has its own namespace and nodes.
 var pausedRuns atomic.Int64
 
-// Two replicas; the leader is frozen (SIGSTOP) while two pods count down.
-// The other replica takes the Lease over; the test removes one pod's taint
-// and waits for the new leader's "Cancelling deletion" event for it, then
-// for both pods' deadlines to pass (the other pod evicted by the new
-// leader). Only then is the old leader resumed (SIGCONT): its timers for
-// both pods are overdue and fire at once, racing its own discovery that
-// it no longer leads. The API server's audit log is the witness: after the
+// Two replicas; the leader is frozen (SIGSTOP) while pods on two nodes
+// count down. The other replica takes the Lease over; the test removes one
+// node's taint and waits for the new leader's "Cancelling deletion" events
+// for its pods, then for every pod's deadline to pass (the other node's
+// pods evicted by the new leader). Only then is the old leader resumed
+// (SIGCONT): its timers for all of them are overdue and fire at once,
+// racing its own discovery that it no longer leads. The API server's audit log is the witness: after the
 // new leader's first write of the Lease, nothing of the old replica's
 // reaches the server (no pod write, no event, whatever the answer would
 // have been), the old replica never writes the Lease again (its release
-// on the way out leaves the new holder's Lease alone), and the pod whose
-// taint was removed is never written by anyone.
+// on the way out leaves the new holder's Lease alone), and the pods whose
+// taint was removed are never written by anyone.
 func TestPausedLeaderWritesNothing(t *testing.T) {
 	const (
 		dueAfter    = 8 * time.Second  // the evicted pod's toleration
@@ -77,27 +77,36 @@ func TestPausedLeaderWritesNothing(t *testing.T) {
 		return corev1.Toleration{Key: taint.Key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute,
 			TolerationSeconds: ptr.To(int64(d / time.Second))}
 	}
+	// Pods per node: each is one more overdue timer racing the old
+	// leader's discovery that it no longer leads.
+	const perNode = 4
 	dueNode, sparedNode := fmt.Sprintf("paused-%d-due", n), fmt.Sprintf("paused-%d-spared", n)
-	var pods []*corev1.Pod
+	var due, spared []*corev1.Pod
 	for _, p := range []struct {
 		node, pod string
 		after     time.Duration
-	}{{dueNode, "due", dueAfter}, {sparedNode, "spared", sparedAfter}} {
+		pods      *[]*corev1.Pod
+	}{{dueNode, "due", dueAfter, &due}, {sparedNode, "spared", sparedAfter, &spared}} {
 		_, err := testenv.CreateNode(ctx, c, p.node, taint)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.CoreV1().Nodes().Delete(context.Background(), p.node, metav1.DeleteOptions{}) })
-		pod, err := testenv.CreateBoundPod(ctx, c, testenv.NewPod(ns, p.pod, tolerate(p.after)), p.node)
-		require.NoError(t, err)
-		pods = append(pods, pod)
+		for i := range perNode {
+			pod, err := testenv.CreateBoundPod(ctx, c, testenv.NewPod(ns, fmt.Sprintf("%s-%d", p.pod, i), tolerate(p.after)), p.node)
+			require.NoError(t, err)
+			*p.pods = append(*p.pods, pod)
+		}
 	}
-	due, spared := pods[0], pods[1]
-	dueDeadline, sparedDeadline := countdownStart(t, ctx, c, due).Add(dueAfter), countdownStart(t, ctx, c, spared).Add(sparedAfter)
+	all := append(append([]*corev1.Pod(nil), due...), spared...)
+	// The last pod created on a node has the latest deadline there.
+	dueDeadline, sparedDeadline := countdownStart(t, ctx, c, due[perNode-1]).Add(dueAfter), countdownStart(t, ctx, c, spared[perNode-1]).Add(sparedAfter)
+	firstSpared := countdownStart(t, ctx, c, spared[0]).Add(sparedAfter)
 
-	// The leader has scheduled both, and its events about them are on the
-	// server: nothing of its own is in flight when it is frozen (a request
-	// already past the fence when the process stops would still arrive).
-	leader.waitMetric(ctx, "taintkit_evictions_pending", nil, eq(2))
-	for _, p := range pods {
+	// The leader has scheduled them all, and its events about them are on
+	// the server: nothing of its own is in flight when it is frozen (a
+	// request already past the fence when the process stops would still
+	// arrive).
+	leader.waitMetric(ctx, "taintkit_evictions_pending", nil, eq(float64(len(all))))
+	for _, p := range all {
 		_, err := waitForEventMessage(ctx, c, ns, p.UID, "Scheduled for deletion")
 		require.NoError(t, err)
 	}
@@ -108,16 +117,22 @@ func TestPausedLeaderWritesNothing(t *testing.T) {
 	t.Logf("MEASURED takeover: %s holds the Lease %v after the freeze", standby.name, next.observed.Sub(stopped).Round(time.Millisecond))
 	// A pod due before the takeover goes at it: the freeze is a fault.
 	e.oracle.Fault("leader frozen", stopped, next.observed)
-	standby.waitScheduled(ctx, ns, spared.Name)
+	for _, p := range spared {
+		standby.waitScheduled(ctx, ns, p.Name)
+	}
 	_, err := testenv.UntaintNode(ctx, c, sparedNode, taint.Key, taint.Effect)
 	require.NoError(t, err)
 	untainted := time.Now()
-	require.True(t, untainted.Before(sparedDeadline.Add(-time.Second)),
-		"the spared pod's taint was removed %v before its deadline: the takeover was too slow for this test", sparedDeadline.Sub(untainted))
-	_, err = waitForEventMessage(ctx, c, ns, spared.UID, "Cancelling deletion")
-	require.NoError(t, err)
-	_, err = testenv.WaitForPod(ctx, c, ns, due.Name, func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
-	require.NoError(t, err)
+	require.True(t, untainted.Before(firstSpared.Add(-time.Second)),
+		"the spared pods' taint was removed %v before their first deadline: the takeover was too slow for this test", firstSpared.Sub(untainted))
+	for _, p := range spared {
+		_, err = waitForEventMessage(ctx, c, ns, p.UID, "Cancelling deletion")
+		require.NoError(t, err)
+	}
+	for _, p := range due {
+		_, err = testenv.WaitForPodDeleted(ctx, c, ns, p.Name, p.UID) // evicted, and the kubelet stand-in done
+		require.NoError(t, err)
+	}
 
 	select {
 	case <-time.After(time.Until(sparedDeadline.Add(resumeAfterDeadline))):
@@ -137,15 +152,19 @@ func TestPausedLeaderWritesNothing(t *testing.T) {
 
 	requests, err := oracle.ReadAudit(e.AuditLogPath())
 	require.NoError(t, err)
-	checkPausedWrites(t, requests, leader.Identity(), standby.Identity(), ns, spared.Name, stopped)
+	sparedNames := map[string]bool{}
+	for _, p := range spared {
+		sparedNames[p.Name] = true
+	}
+	checkPausedWrites(t, requests, leader.Identity(), standby.Identity(), ns, sparedNames, stopped)
 	t.Logf("MEASURED refused at resume: %d requests of %s (its log)", refusedRequests(t, leader), leader.name)
 }
 
 // checkPausedWrites checks the audit log's requests: none of old's pod or
 // event writes, nor Lease writes, was received after newer's first
-// successful write of the Lease after since, and no replica wrote the pod
-// spared.
-func checkPausedWrites(t *testing.T, requests []oracle.Request, old, newer, ns, spared string, since time.Time) {
+// successful write of the Lease after since, and no replica wrote a pod
+// of spared.
+func checkPausedWrites(t *testing.T, requests []oracle.Request, old, newer, ns string, spared map[string]bool, since time.Time) {
 	t.Helper()
 	var acquired time.Time
 	for _, r := range requests {
@@ -166,7 +185,7 @@ func checkPausedWrites(t *testing.T, requests []oracle.Request, old, newer, ns, 
 				t.Errorf("a write by the old leader reached the server after the new leader acquired the Lease (at %s): %s",
 					acquired.Format("15:04:05.000000"), r)
 			}
-			if r.Namespace == ns && r.Name == spared && r.Kind != oracle.EventWrite {
+			if r.Namespace == ns && spared[r.Name] && r.Kind != oracle.EventWrite {
 				t.Errorf("a write to the pod whose taint was removed: %s", r)
 			}
 		case oracle.LeaseWrite:
