@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,6 +86,8 @@ func get(t *testing.T, url, authorization string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+var runs atomic.Int64
+
 // Each answer for what it is: no token or a token the API server rejects
 // 401, a user without the permission 403, with it 200. None of them is an
 // error in the log.
@@ -94,9 +97,10 @@ func TestAnswers(t *testing.T) {
 	defer cancel()
 	_, err := e.ApplyManifests(ctx, "../deploy/readers.yaml")
 	require.NoError(t, err)
-	reader, err := e.ServiceAccountToken(ctx, "metricsauth", "reader", "taintkit-noexecute-metrics-reader")
+	ns := fmt.Sprintf("metricsauth-%d", runs.Add(1)) // go test -count: ServiceAccounts of its own
+	reader, err := e.ServiceAccountToken(ctx, ns, "reader", "taintkit-noexecute-metrics-reader")
 	require.NoError(t, err)
-	nobody, err := e.ServiceAccountToken(ctx, "metricsauth", "nobody")
+	nobody, err := e.ServiceAccountToken(ctx, ns, "nobody")
 	require.NoError(t, err)
 	url, sink := serve(t, e.AdminConfig())
 
