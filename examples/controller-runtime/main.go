@@ -11,13 +11,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/taintkit/taintkit/examples/controller-runtime/expiry"
 	"github.com/taintkit/taintkit/examples/controller-runtime/noexecute"
+	"github.com/taintkit/taintkit/examples/controller/metricsauth"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
@@ -41,11 +41,13 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restConfig := ctrl.GetConfigOrDie()
+	mgrOpts := ctrl.Options{
 		Metrics: metricsserver.Options{
-			BindAddress:    metricsAddr,
-			SecureServing:  true,
-			FilterProvider: filters.WithAuthenticationAndAuthorization,
+			BindAddress:   metricsAddr,
+			SecureServing: true,
+			// A rejected token is 401, not controller-runtime's filter's 500.
+			FilterProvider: metricsauth.New,
 			// No HTTP/2: CVE-2023-44487 and CVE-2023-39325, as kubebuilder's scaffold does.
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 		},
@@ -55,10 +57,31 @@ func main() {
 		LeaderElectionNamespace:       "kube-system",
 		LeaderElectionReleaseOnCancel: true, // safe: Start returns only once evictions in flight have
 		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-	})
+	}
+	// With leader election, pod and event writes leave only while the
+	// last renewal of the Lease is younger than the renew deadline, and the
+	// release on cancel never empties another replica's Lease.
+	var fence *noexecute.LeaderFence
+	if leaderElect {
+		var err error
+		if fence, err = noexecute.NewLeaderFence(restConfig, &mgrOpts); err != nil {
+			log.Error(err, "Setting up leader election")
+			os.Exit(1)
+		}
+	}
+	if fence != nil {
+		restConfig = fence.Config
+	}
+	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
 	if err != nil {
 		log.Error(err, "Creating the manager")
 		os.Exit(1)
+	}
+	if fence != nil {
+		if err := mgr.Add(fence); err != nil {
+			log.Error(err, "Adding the leader fence")
+			os.Exit(1)
+		}
 	}
 	if err := (&noexecute.Runnable{Config: cfg}).SetupWithManager(mgr); err != nil {
 		log.Error(err, "Setting up the taint manager")

@@ -14,12 +14,12 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/taintkit/taintkit/examples/controller-runtime/expiry"
 	"github.com/taintkit/taintkit/examples/controller-runtime/internal/testenv"
 	"github.com/taintkit/taintkit/examples/controller-runtime/noexecute"
+	"github.com/taintkit/taintkit/examples/controller/metricsauth"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
@@ -28,21 +28,34 @@ import (
 // if they drift apart, and TestReadmeRunControllers runs it.
 
 func runControllers(ctx context.Context, cfg *rest.Config, metricsAddr, probeAddr string) error {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	opts := ctrl.Options{
 		Metrics: metricsserver.Options{
-			BindAddress:    metricsAddr,
-			SecureServing:  true,
-			FilterProvider: filters.WithAuthenticationAndAuthorization,
+			BindAddress:   metricsAddr,
+			SecureServing: true,
+			// 401 for a token the API server rejects; 500 only when it
+			// cannot be asked.
+			FilterProvider: metricsauth.New,
 		},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          true,
 		LeaderElectionID:        "taintkit-controllers",
 		LeaderElectionNamespace: "kube-system",
 		// Stepping down on cancel is safe: the Runnable's Start returns only
-		// once its evictions in flight have.
+		// once its evictions in flight have, and the fence's Lease lock
+		// never releases a Lease another replica has taken.
 		LeaderElectionReleaseOnCancel: true,
-	})
+	}
+	// Pod and event writes leave only while the last renewal of the Lease
+	// is younger than the renew deadline, checked in the transport.
+	fence, err := noexecute.NewLeaderFence(cfg, &opts)
 	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(fence.Config, opts)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(fence); err != nil {
 		return err
 	}
 	// The NoExecute taint manager: a Runnable that acts only while mgr leads,

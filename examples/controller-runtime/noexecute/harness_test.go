@@ -23,11 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/taintkit/taintkit/examples/controller-runtime/internal/testenv"
 	"github.com/taintkit/taintkit/examples/controller-runtime/noexecute"
+	"github.com/taintkit/taintkit/examples/controller/metricsauth"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
@@ -59,12 +59,15 @@ type replicaOptions struct {
 	metrics   string                // secure metrics server address, as main.go serves it; "" disables it
 	probes    string                // health probe server address; "" disables it
 	config    manager.Config
+	// fenced elects through noexecute.NewLeaderFence, as main.go does.
+	fenced bool
 }
 
 // replica is a controller-runtime manager running a noexecute.Runnable.
 // Its client records every write to a pod.
 type replica struct {
 	mgr    ctrl.Manager
+	fence  *noexecute.LeaderFence // with replicaOptions.fenced
 	cancel context.CancelFunc
 	done   chan error
 
@@ -87,7 +90,7 @@ func (h *harness) startReplica(o replicaOptions) *replica {
 	}
 	opts := ctrl.Options{
 		Metrics: metricsserver.Options{BindAddress: metricsAddr, SecureServing: true,
-			FilterProvider: filters.WithAuthenticationAndAuthorization},
+			FilterProvider: metricsauth.New},
 		HealthProbeBindAddress: probeAddr,
 		// Two managers in one process (a leader and a standby) register
 		// controllers of the same name.
@@ -109,8 +112,18 @@ func (h *harness) startReplica(o replicaOptions) *replica {
 		opts.RenewDeadline = ptr.To(3 * time.Second)
 		opts.RetryPeriod = ptr.To(500 * time.Millisecond)
 	}
-	mgr, err := ctrl.NewManager(h.cfg, opts)
+	cfg := h.cfg
+	if o.fenced {
+		var err error
+		r.fence, err = noexecute.NewLeaderFence(h.cfg, &opts)
+		require.NoError(t, err)
+		cfg = r.fence.Config
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	require.NoError(t, err)
+	if r.fence != nil {
+		require.NoError(t, mgr.Add(r.fence))
+	}
 	reg := o.registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()

@@ -25,7 +25,8 @@ import (
 
 // The metrics (in controller-runtime's metrics.Registry) and
 // /debug/evictions are served by the manager's secure metrics server behind
-// delegated authentication and authorization: no token is 401, a
+// delegated authentication and authorization: no token or an unknown one
+// is 401, a
 // ServiceAccount without the non-resource URL rule is 403, one with it
 // reads taintkit_* metrics and the scheduled evictions.
 func TestMetricsAndEvictionsBehindAuthn(t *testing.T) {
@@ -52,6 +53,8 @@ func TestMetricsAndEvictionsBehindAuthn(t *testing.T) {
 	base := "https://" + addr
 	status, _ := h.get(base+"/metrics", "")
 	assert.Equal(t, http.StatusUnauthorized, status, "without a token")
+	status, _ = h.get(base+"/metrics", "not-a-token")
+	assert.Equal(t, http.StatusUnauthorized, status, "with a token the API server does not know")
 	status, _ = h.get(base+"/metrics", nobody)
 	assert.Equal(t, http.StatusForbidden, status, "without the RBAC rule")
 	status, body := h.get(base+"/metrics", reader)

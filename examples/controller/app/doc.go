@@ -26,9 +26,14 @@
 // # Replicas
 //
 // With leader election (the default) the manager runs only while the
-// replica holds a coordination.k8s.io Lease. A replica that loses it stops
-// acting at once and Run returns [ErrLeaderLost]; the process exits and
-// its restart is a fresh standby. Countdowns survive a change of leader:
+// replica holds a coordination.k8s.io Lease. Its pod writes and events
+// leave only while its last renewal of the Lease that succeeded is younger
+// than the renew deadline, checked in the clients' transport as each
+// request goes (package leasefence), and its release of the Lease on
+// shutdown never empties a Lease another replica has taken. A replica that
+// loses the Lease stops acting at once and Run returns [ErrLeaderLost];
+// the process exits and its restart is a fresh standby. Countdowns survive
+// a change of leader:
 // the manager computes deadlines from the taint's TimeAdded and the pod's
 // PodScheduled time, so the new leader's deadlines are the old one's.
 //

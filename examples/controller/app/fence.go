@@ -1,62 +1,25 @@
 package app
 
 import (
-	"context"
-	"sync/atomic"
-	"time"
+	"github.com/go-logr/logr"
 
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"github.com/taintkit/taintkit/examples/controller/leasefence"
 )
 
-// renewals is the Lease lock the elector uses, recording when the last
-// write of the lease that succeeded was sent. A leader must stop acting a
-// renew deadline after that, whatever its elector still waits for: the
-// elector checks its deadline only between tries, and one renewal sent
-// into a partition waits for its request timeout, so it may notice the
-// loss after the renew deadline, and after a standby, which counts the
-// lease duration from when it saw the last renewal, has taken over.
-type renewals struct {
-	resourcelock.Interface
-	last atomic.Int64 // Unix nanoseconds when the last successful write was sent
-}
-
-func (r *renewals) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	sent := time.Now()
-	err := r.Interface.Create(ctx, ler)
-	if err == nil {
-		r.last.Store(sent.UnixNano())
+// newFence returns the fence of a replica that runs with leader election,
+// nil without: the Lease lock of its elector is wrapped by it, and so are
+// the transports of the clients that write pods and events ([Run]), so
+// that a pod write or an event leaves only while the last renewal of the
+// Lease that succeeded is younger than the renew deadline, checked as the
+// request leaves, after the rate limiter and on every retry. A leader must
+// stop acting then, whatever its elector still waits for: the elector
+// checks its deadline only between tries, and one renewal sent into a
+// partition waits for its request timeout, so it may notice the loss after
+// the renew deadline, and after a standby, which counts the lease duration
+// from when it saw the last renewal, has taken over.
+func newFence(o Options, log logr.Logger) (*leasefence.Fence, error) {
+	if !o.LeaderElect {
+		return nil, nil
 	}
-	return err
-}
-
-func (r *renewals) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	sent := time.Now()
-	err := r.Interface.Update(ctx, ler)
-	if err == nil {
-		r.last.Store(sent.UnixNano())
-	}
-	return err
-}
-
-// expired returns a channel closed once deadline has passed since the last
-// successful write with no newer one, or ctx is done.
-func (r *renewals) expired(ctx context.Context, deadline time.Duration) <-chan struct{} {
-	ch := make(chan struct{})
-	go func() {
-		defer close(ch)
-		for {
-			wait := time.Until(time.Unix(0, r.last.Load()).Add(deadline))
-			if wait <= 0 {
-				return
-			}
-			timer := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return
-			case <-timer.C:
-			}
-		}
-	}()
-	return ch
+	return leasefence.New(leasefence.Config{RenewDeadline: o.RenewDeadline, Logger: log})
 }

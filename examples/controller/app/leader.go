@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/taintkit/taintkit/examples/controller/leasefence"
 )
 
 // watchdogTimeout is how long past the lease duration a leader that has
@@ -28,15 +30,21 @@ func newWatchdog(o Options) *leaderelection.HealthzAdaptor {
 // manager has stopped: with ReleaseOnCancel the elector gives the lease up
 // as soon as its context ends, and no other replica may start before this
 // one's evictions are over.
-func (c *controller) runElected(ctx context.Context, client kubernetes.Interface, watchdog *leaderelection.HealthzAdaptor) error {
-	lock := &renewals{Interface: &resourcelock.LeaseLock{
+func (c *controller) runElected(ctx context.Context, client kubernetes.Interface, fence *leasefence.Fence, watchdog *leaderelection.HealthzAdaptor) error {
+	if fence == nil {
+		var err error
+		if fence, err = newFence(c.o, c.log); err != nil {
+			return fmt.Errorf("app: %w", err)
+		}
+	}
+	lock := fence.Lock(&resourcelock.LeaseLock{
 		LeaseMeta: metav1.ObjectMeta{Namespace: c.o.LeaseNamespace, Name: c.o.LeaseName},
 		Client:    client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{
 			Identity:      c.o.Identity,
 			EventRecorder: c.recorder,
 		},
-	}}
+	})
 	started := make(chan context.Context, 1)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -78,20 +86,18 @@ func (c *controller) runElected(ctx context.Context, client kubernetes.Interface
 		return errors.New("app: leader election stopped before acquiring the lease")
 	case leading := <-started:
 		c.log.Info("Acquired the lease: starting the manager", "identity", c.o.Identity)
-		// Lost when the elector says so, or a renew deadline after the
-		// last renewal that succeeded, if that comes first (renewals).
+		// Lost when the elector says so, or when the fence refuses writes
+		// (a renew deadline after the last renewal that succeeded, or a
+		// refused request), if that comes first.
 		fenceCtx, stopFence := context.WithCancel(leading)
 		defer stopFence()
-		expired := lock.expired(fenceCtx, c.o.RenewDeadline)
+		expired := fence.Lost(fenceCtx)
 		lost := make(chan struct{})
 		go func() {
 			defer close(lost)
-			select {
-			case <-leading.Done():
-			case <-expired:
-				if fenceCtx.Err() == nil {
-					c.log.Info("No renewal of the lease succeeded for the renew deadline: stopping", "renewDeadline", c.o.RenewDeadline)
-				}
+			<-expired
+			if fenceCtx.Err() == nil {
+				c.log.Info("No renewal of the lease succeeded for the renew deadline: stopping", "renewDeadline", c.o.RenewDeadline)
 			}
 		}()
 		err := c.runManager(ctx, lost)

@@ -18,8 +18,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
+	"github.com/taintkit/taintkit/examples/controller/leasefence"
+	"github.com/taintkit/taintkit/examples/controller/metricsauth"
 	"github.com/taintkit/taintkit/examples/internal/kube"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
@@ -65,7 +66,14 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.RateLimiter = nil // the flags decide, not a limiter the caller left in cfg
 	cfg.UserAgent = UserAgent(o.Identity)
+	fence, err := newFence(o, klog.FromContext(ctx))
+	if err != nil {
+		return fmt.Errorf("app: %w", err)
+	}
 	mainCfg := rest.CopyConfig(cfg)
+	if fence != nil {
+		mainCfg.Wrap(fence.Wrap) // inside waitForServer: each try is checked
+	}
 	mainCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return waitForServer{next: rt} })
 	client, err := kubernetes.NewForConfig(mainCfg)
 	if err != nil {
@@ -76,6 +84,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	// client-go's broadcaster drops what its queue cannot hold.
 	ecfg := rest.CopyConfig(cfg)
 	ecfg.QPS, ecfg.Burst = o.EventsQPS, o.EventsBurst
+	if fence != nil {
+		ecfg.Wrap(fence.Wrap)
+	}
 	eventsClient, err := kubernetes.NewForConfig(ecfg)
 	if err != nil {
 		return fmt.Errorf("app: events clientset: %w", err)
@@ -96,19 +107,19 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	var filter MetricsFilter
 	if o.MetricsSecure && o.MetricsBindAddress != "0" {
-		// TokenReviews and SubjectAccessReviews, made by the library, on a
-		// client of their own; it caches their answers (a minute for a
-		// token, five for an allowed request, 30 s for a denied one).
+		// TokenReviews and SubjectAccessReviews (metricsauth), on a client
+		// of their own; their answers are cached (a minute for a token,
+		// five for an allowed request, 30 s for a denied one).
 		acfg := rest.CopyConfig(cfg)
 		httpClient, err := rest.HTTPClientFor(acfg)
 		if err != nil {
 			return fmt.Errorf("app: metrics authentication client: %w", err)
 		}
-		if filter, err = filters.WithAuthenticationAndAuthorization(acfg, httpClient); err != nil {
+		if filter, err = metricsauth.New(acfg, httpClient); err != nil {
 			return fmt.Errorf("app: metrics authentication: %w", err)
 		}
 	}
-	return run(ctx, clients{api: client, leader: leaderClient, events: eventsClient, metricsFilter: filter}, o)
+	return run(ctx, clients{api: client, leader: leaderClient, events: eventsClient, metricsFilter: filter, fence: fence}, o)
 }
 
 // clients are the clientsets of one Run.
@@ -119,6 +130,9 @@ type clients struct {
 	// metricsFilter authenticates and authorizes the metrics server's
 	// requests; used only with Options.MetricsSecure.
 	metricsFilter MetricsFilter
+	// fence guards api's and events' writes; used only with
+	// Options.LeaderElect. Nil means one of run's own.
+	fence *leasefence.Fence
 }
 
 // controller is what one Run builds.
@@ -198,7 +212,7 @@ func run(ctx context.Context, cs clients, o Options) error {
 	if !o.LeaderElect {
 		return c.runManager(ctx, nil)
 	}
-	return c.runElected(ctx, cs.leader, watchdog)
+	return c.runElected(ctx, cs.leader, cs.fence, watchdog)
 }
 
 // runManager runs a new manager until ctx is done (then it stops it

@@ -88,6 +88,11 @@ func (r Request) String() string {
 // controllerAgent matches the User-Agent of app.UserAgent.
 var controllerAgent = regexp.MustCompile(`^taintkit-noexecute/\S+ \(([^)]+)\)( leader-election)?$`)
 
+// ReadAudit reads the audit log at path and returns its requests in the
+// order the server received them: for a test's own checks of who wrote
+// what, and when.
+func ReadAudit(path string) ([]Request, error) { return readAudit(path) }
+
 // readAudit reads the audit log at path and returns its requests in the
 // order the server received them.
 func readAudit(path string) ([]Request, error) {
