@@ -16,13 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
@@ -107,7 +101,7 @@ func TestPausedLeaderWritesNothing(t *testing.T) {
 	// arrive).
 	leader.waitMetric(ctx, "taintkit_evictions_pending", nil, eq(float64(len(all))))
 	for _, p := range all {
-		_, err := waitForEventMessage(ctx, c, ns, p.UID, "Scheduled for deletion")
+		_, err := testenv.WaitForEventMessage(ctx, c, ns, p.UID, "Scheduled for deletion")
 		require.NoError(t, err)
 	}
 	stopped := leader.signal(syscall.SIGSTOP)
@@ -126,7 +120,7 @@ func TestPausedLeaderWritesNothing(t *testing.T) {
 	require.True(t, untainted.Before(firstSpared.Add(-time.Second)),
 		"the spared pods' taint was removed %v before their first deadline: the takeover was too slow for this test", firstSpared.Sub(untainted))
 	for _, p := range spared {
-		_, err = waitForEventMessage(ctx, c, ns, p.UID, "Cancelling deletion")
+		_, err = testenv.WaitForEventMessage(ctx, c, ns, p.UID, "Cancelling deletion")
 		require.NoError(t, err)
 	}
 	for _, p := range due {
@@ -210,44 +204,6 @@ func countdownStart(t *testing.T, ctx context.Context, c kubernetes.Interface, p
 		}
 	}
 	return start
-}
-
-// waitForEventMessage waits for an Event in namespace about the object
-// with uid whose message starts with prefix.
-func waitForEventMessage(ctx context.Context, c kubernetes.Interface, namespace string, uid types.UID, prefix string) (*corev1.Event, error) {
-	sel := fields.OneTermEqualSelector("involvedObject.uid", string(uid)).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return c.CoreV1().Events(namespace).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return c.CoreV1().Events(namespace).Watch(ctx, o)
-		},
-	}
-	var found *corev1.Event
-	match := func(obj any) bool {
-		if e, ok := obj.(*corev1.Event); ok && strings.HasPrefix(e.Message, prefix) {
-			found = e
-			return true
-		}
-		return false
-	}
-	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Event{},
-		func(store cache.Store) (bool, error) {
-			for _, obj := range store.List() {
-				if match(obj) {
-					return true, nil
-				}
-			}
-			return false, nil
-		},
-		func(ev watch.Event) (bool, error) { return ev.Type != watch.Deleted && match(ev.Object), nil })
-	if err != nil {
-		return nil, fmt.Errorf("waiting for an event %q about %s in %s: %w", prefix, uid, namespace, err)
-	}
-	return found, nil
 }
 
 // waitScheduled waits until the controller's /debug/evictions lists the

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -476,27 +475,5 @@ func (cl *cluster) waitGoneBy(pods []*corev1.Pod, until time.Time) []*corev1.Pod
 // waitEvent waits for an event about the pod uid whose message starts with
 // prefix, and returns it.
 func (cl *cluster) waitEvent(ctx context.Context, uid types.UID, prefix string) (*corev1.Event, error) {
-	sel := fields.OneTermEqualSelector("involvedObject.uid", string(uid)).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return cl.c.CoreV1().Events(cl.ns).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return cl.c.CoreV1().Events(cl.ns).Watch(ctx, o)
-		},
-	}
-	var found *corev1.Event
-	match := func(obj any) bool {
-		if e, ok := obj.(*corev1.Event); ok && strings.HasPrefix(e.Message, prefix) {
-			found = e
-			return true
-		}
-		return false
-	}
-	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Event{},
-		func(store cache.Store) (bool, error) { return slices.ContainsFunc(store.List(), match), nil },
-		func(ev watch.Event) (bool, error) { return ev.Type != watch.Deleted && match(ev.Object), nil })
-	return found, err
+	return testenv.WaitForEventMessage(ctx, cl.c, cl.ns, uid, prefix)
 }

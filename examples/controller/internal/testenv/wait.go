@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -120,6 +122,27 @@ func WaitForEvent(ctx context.Context, c kubernetes.Interface, namespace, reason
 	if involvedUID != "" {
 		set["involvedObject.uid"] = string(involvedUID)
 	}
+	found, err := waitForEvent(ctx, c, namespace, set, func(*corev1.Event) bool { return true })
+	if err != nil {
+		return nil, fmt.Errorf("testenv: waiting for event %q in %s (involved uid %q): %w", reason, namespace, involvedUID, err)
+	}
+	return found, nil
+}
+
+// WaitForEventMessage waits for an Event in namespace about the object with
+// involvedUID whose message starts with prefix, and returns it.
+func WaitForEventMessage(ctx context.Context, c kubernetes.Interface, namespace string, involvedUID types.UID, prefix string) (*corev1.Event, error) {
+	found, err := waitForEvent(ctx, c, namespace, fields.Set{"involvedObject.uid": string(involvedUID)},
+		func(e *corev1.Event) bool { return strings.HasPrefix(e.Message, prefix) })
+	if err != nil {
+		return nil, fmt.Errorf("testenv: waiting for an event %q about %s in %s: %w", prefix, involvedUID, namespace, err)
+	}
+	return found, nil
+}
+
+// waitForEvent waits for an Event in namespace that the field set selects
+// and match accepts, and returns it.
+func waitForEvent(ctx context.Context, c kubernetes.Interface, namespace string, set fields.Set, match func(*corev1.Event) bool) (*corev1.Event, error) {
 	sel := set.AsSelector().String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -132,24 +155,18 @@ func WaitForEvent(ctx context.Context, c kubernetes.Interface, namespace, reason
 		},
 	}
 	var found *corev1.Event
+	accept := func(obj any) bool {
+		if e, ok := obj.(*corev1.Event); ok && match(e) {
+			found = e
+			return true
+		}
+		return false
+	}
 	_, err := watchtools.UntilWithSync(ctx, lw, &corev1.Event{},
-		func(store cache.Store) (bool, error) {
-			if items := store.List(); len(items) > 0 {
-				found = items[0].(*corev1.Event)
-				return true, nil
-			}
-			return false, nil
-		},
-		func(ev watch.Event) (bool, error) {
-			e, ok := ev.Object.(*corev1.Event)
-			if ok && ev.Type != watch.Deleted {
-				found = e
-				return true, nil
-			}
-			return false, nil
-		})
+		func(store cache.Store) (bool, error) { return slices.ContainsFunc(store.List(), accept), nil },
+		func(ev watch.Event) (bool, error) { return ev.Type != watch.Deleted && accept(ev.Object), nil })
 	if err != nil {
-		return nil, fmt.Errorf("testenv: waiting for event %q in %s (involved uid %q): %w", reason, namespace, involvedUID, waitErr(ctx, err))
+		return nil, waitErr(ctx, err)
 	}
 	return found, nil
 }
