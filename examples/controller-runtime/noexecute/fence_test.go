@@ -26,13 +26,7 @@ import (
 func TestLeaderFenceWritesOnlyWhileLeading(t *testing.T) {
 	h := setup(t, "cr-fence")
 	const lease = "taintkit-fence"
-	now := metav1.NewMicroTime(time.Now())
-	held := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: lease},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-replica"), LeaseDurationSeconds: ptr.To(int32(3600)),
-			AcquireTime: &now, RenewTime: &now},
-	}
-	require.NoError(t, h.c.Create(h.ctx, held))
+	held := h.holdLease(lease)
 	r := h.startReplica(replicaOptions{leaseName: lease, fenced: true})
 
 	node := h.createNode("node")

@@ -64,13 +64,7 @@ func TestLeaderChangeKeepsDeadline(t *testing.T) {
 func TestStandbyDoesNotAct(t *testing.T) {
 	h := setup(t, "cr-standby")
 	const lease = "taintkit-standby"
-	now := metav1.NewMicroTime(time.Now())
-	held := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: lease},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-replica"), LeaseDurationSeconds: ptr.To(int32(3600)),
-			AcquireTime: &now, RenewTime: &now},
-	}
-	require.NoError(t, h.c.Create(h.ctx, held))
+	held := h.holdLease(lease)
 	probes := freeAddr(t)
 	s := h.startReplica(replicaOptions{leaseName: lease, probes: probes})
 	h.requireHTTP200("http://" + probes + "/readyz")
@@ -94,6 +88,20 @@ func TestStandbyDoesNotAct(t *testing.T) {
 	_, ok := s.deleted(pod.UID)
 	assert.True(t, ok, "once leading, the replica did not delete the pod")
 	t.Logf("deleted %s after the Lease was freed", ms(gone.Sub(freed)))
+}
+
+// holdLease creates the Lease named name in the test's namespace, held
+// for an hour by another identity, and returns it.
+func (h *harness) holdLease(name string) *coordinationv1.Lease {
+	h.t.Helper()
+	now := metav1.NewMicroTime(time.Now())
+	held := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-replica"), LeaseDurationSeconds: ptr.To(int32(3600)),
+			AcquireTime: &now, RenewTime: &now},
+	}
+	require.NoError(h.t, h.c.Create(h.ctx, held))
+	return held
 }
 
 // waitElected waits until r's manager leads, and returns when it did.
