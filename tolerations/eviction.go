@@ -114,20 +114,18 @@ func (m Matcher) decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt,
 		if taint.Effect != v1.TaintEffectNoExecute {
 			continue
 		}
-		var end time.Time
-		switch j := m.firstTolerating(taint, tolerations); {
+		j := m.firstTolerating(taint, tolerations)
+		if j >= 0 && tolerations[j].TolerationSeconds == nil {
+			continue // tolerated forever: no deadline
+		}
+		end := latest(known(taintStart(taint, remembered), now), bound)
+		switch {
 		case j < 0:
-			end = latest(known(taintStart(taint, remembered), now), bound)
 			if !d.Untolerated {
 				d.Taint, d.Untolerated = *taint, true
 			}
-		case tolerations[j].TolerationSeconds == nil:
-			continue // tolerated forever: no deadline
-		default:
-			end = latest(known(taintStart(taint, remembered), now), bound)
-			if s := *tolerations[j].TolerationSeconds; s > 0 {
-				end = end.Add(secondsToDuration(s))
-			}
+		case *tolerations[j].TolerationSeconds > 0:
+			end = end.Add(secondsToDuration(*tolerations[j].TolerationSeconds))
 		}
 		if due < 0 || end.Before(d.At) {
 			d.At, due = end, i
