@@ -7,7 +7,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 )
@@ -137,7 +136,7 @@ func (c *Countdowns) ObservePod(pod *v1.Pod) {
 			return // the common case: nothing to remember, nothing to forget
 		}
 	}
-	c.decidePod(pod.Spec.NodeName, taints, nil, pod, now, true)
+	c.decidePod(pod.Spec.NodeName, taints, nil, nil, pod, now, true)
 }
 
 // ObservePodDeleted forgets pod, unless what is remembered under its
@@ -163,6 +162,11 @@ func (c *Countdowns) ObservePodDeleted(pod *v1.Pod) {
 // nothing changed gives the same decision; once everything is remembered,
 // Decide does not allocate.
 func (c *Countdowns) Decide(node *v1.Node, pod *v1.Pod) Decision {
+	return c.decideWith(node, pod, nil)
+}
+
+// decideWith is Decide, with the pod's devices.
+func (c *Countdowns) decideWith(node *v1.Node, pod *v1.Pod, devices []Device) Decision {
 	if pod == nil {
 		return Decision{}
 	}
@@ -175,7 +179,41 @@ func (c *Countdowns) Decide(node *v1.Node, pod *v1.Pod) Decision {
 		return Decision{}
 	}
 	remembered, _ := c.observeNode(node, now)
-	return c.decidePod(node.Name, node.Spec.Taints, remembered, pod, now, true)
+	return c.decidePod(node.Name, node.Spec.Taints, remembered, devices, pod, now, true)
+}
+
+// DecideWithDevices decides for pod as [Countdowns.Decide] does for its node
+// taints and as [DecideDevices] does for the taints of devices, the devices
+// allocated to it, and returns the earlier of the two ([Earliest]): one
+// decision, so that neither cancels the other. A device taint's countdown
+// starts no earlier than the pod's binding or, without a PodScheduled time,
+// its first sight, as a node taint's does. A nil node is one with no taints
+// (the pod is not forgotten: its devices may still evict it).
+func (c *Countdowns) DecideWithDevices(node *v1.Node, pod *v1.Pod, devices []Device) Decision {
+	if node != nil || pod == nil {
+		return c.decideWith(node, pod, devices)
+	}
+	now := c.clock.Now()
+	if now.IsZero() {
+		return Decision{}
+	}
+	return c.decidePod(pod.Spec.NodeName, nil, nil, devices, pod, now, true)
+}
+
+// RecheckWithDevices decides as [Countdowns.DecideWithDevices] does from what
+// c remembers, recording and forgetting nothing, as [Countdowns.Recheck].
+func (c *Countdowns) RecheckWithDevices(node *v1.Node, pod *v1.Pod, devices []Device) Decision {
+	if pod == nil {
+		return Decision{}
+	}
+	now := c.clock.Now()
+	if now.IsZero() {
+		return Decision{}
+	}
+	if node == nil {
+		return c.decidePod(pod.Spec.NodeName, nil, nil, devices, pod, now, false)
+	}
+	return c.decidePod(node.Name, node.Spec.Taints, c.rememberedTaints(node.Name), devices, pod, now, false)
 }
 
 // Recheck decides as [Countdowns.Decide] does from what c remembers, but
@@ -190,7 +228,7 @@ func (c *Countdowns) Recheck(node *v1.Node, pod *v1.Pod) Decision {
 	if now.IsZero() {
 		return Decision{}
 	}
-	return c.decidePod(node.Name, node.Spec.Taints, c.rememberedTaints(node.Name), pod, now, false)
+	return c.decidePod(node.Name, node.Spec.Taints, c.rememberedTaints(node.Name), nil, pod, now, false)
 }
 
 // ForgetPod forgets the pod named namespace/name, whichever pod it is. A pod
@@ -228,13 +266,16 @@ func (c *Countdowns) Len() (pods, nodes int) {
 
 // decidePod decides for pod on the node named node, whose taints are taints
 // and whose NoExecute taints' starts are in remembered (nil: taints'
-// TimeAdded are the starts), applying the rule for moving a deadline. With
+// TimeAdded are the starts), applying the rule for moving a deadline, and
+// with pod's devices (the rule applies to node taints only: a device taint's
+// start and a device's tolerations, fixed at allocation, already fix its
+// deadline). With
 // record, it records what it decided (or forgets the pod if there is nothing
 // to remember). The pod's entry is read and written under its stripe's lock,
 // so that concurrent observers never lose each other's writes.
-func (c *Countdowns) decidePod(node string, taints, remembered []v1.Taint, pod *v1.Pod, now time.Time, record bool) Decision {
+func (c *Countdowns) decidePod(node string, taints, remembered []v1.Taint, devices []Device, pod *v1.Pod, now time.Time, record bool) Decision {
 	if !record && c.podCount.Load() == 0 {
-		d, _ := c.decideFor(podMemory{}, taints, remembered, pod, now)
+		d, _ := c.decideFor(podMemory{}, taints, remembered, devices, pod, now)
 		return d
 	}
 	key := c.podKey(pod.Namespace, pod.Name)
@@ -246,7 +287,7 @@ func (c *Countdowns) decidePod(node string, taints, remembered []v1.Taint, pod *
 	if id := c.podID(pod.UID, node); !ok || e.id != id {
 		e = podMemory{id: id} // another pod's memory (or that of this pod on another node) does not count
 	}
-	d, e := c.decideFor(e, taints, remembered, pod, now)
+	d, e := c.decideFor(e, taints, remembered, devices, pod, now)
 	if !record || ok && e == old {
 		return d // the common case: decided again, nothing new to remember
 	}
@@ -267,7 +308,7 @@ func (c *Countdowns) decidePod(node string, taints, remembered []v1.Taint, pod *
 
 // decideFor decides for pod from its memory e and returns the decision and
 // what to remember of the pod now.
-func (c *Countdowns) decideFor(e podMemory, taints, remembered []v1.Taint, pod *v1.Pod, now time.Time) (Decision, podMemory) {
+func (c *Countdowns) decideFor(e podMemory, taints, remembered []v1.Taint, devices []Device, pod *v1.Pod, now time.Time) (Decision, podMemory) {
 	boundAt, known := PodBoundAt(pod)
 	switch {
 	case known:
@@ -277,6 +318,16 @@ func (c *Countdowns) decideFor(e podMemory, taints, remembered []v1.Taint, pod *
 	default:
 		e.seen = now.UnixNano() // its first sight
 	}
+	d, e := c.decideNode(e, taints, remembered, pod, boundAt, now)
+	if len(devices) > 0 {
+		d = Earliest(d, DecideDevices(devices, boundAt, now))
+	}
+	return d, e
+}
+
+// decideNode decides for pod from its node's taints, bound at boundAt, and
+// applies the rule for moving a deadline with e, the pod's memory.
+func (c *Countdowns) decideNode(e podMemory, taints, remembered []v1.Taint, pod *v1.Pod, boundAt, now time.Time) (Decision, podMemory) {
 	d, due := c.matcher.decide(taints, pod.Spec.Tolerations, boundAt, now, remembered)
 	if d.Action == Never {
 		e.taint, e.at = 0, 0
@@ -300,37 +351,6 @@ func (c *Countdowns) decideFor(e podMemory, taints, remembered []v1.Taint, pod *
 		e.taint, e.at = c.taintID(&taints[due], remembered), at
 	}
 	return d, e
-}
-
-// taintIdentity is a NoExecute taint on a node: its key and effect, as
-// v1.Taint.MatchTaint tells taints apart, and its start. A taint that leaves
-// the node and comes back has a new start, so it is another taint.
-type taintIdentity struct {
-	key    string
-	effect v1.TaintEffect
-	start  int64
-}
-
-// taintID returns the hash of taint's identity, its start taken from
-// remembered as [Matcher.decide] takes it. Two taints collide with
-// probability 2⁻⁶⁴.
-func (c *Countdowns) taintID(taint *v1.Taint, remembered []v1.Taint) uint64 {
-	var start int64
-	if s := taintStart(taint, remembered); !s.IsZero() {
-		start = s.UnixNano()
-	}
-	return maphash.Comparable(c.seed, taintIdentity{taint.Key, taint.Effect, start})
-}
-
-// findTaintID returns the index in taints of the NoExecute taint whose
-// taintID is id, or -1.
-func (c *Countdowns) findTaintID(taints, remembered []v1.Taint, id uint64) int {
-	for i := range taints {
-		if taints[i].Effect == v1.TaintEffectNoExecute && c.taintID(&taints[i], remembered) == id {
-			return i
-		}
-	}
-	return -1
 }
 
 // podKey identifies a pod by namespace and name.
@@ -362,129 +382,4 @@ func (c *Countdowns) forgetPodLocked(st *podStripe, key uint64) {
 	delete(st.m, key)
 	c.podCount.Add(-1)
 	st.m = rebuildIfShrunk(st.m, &st.peak)
-}
-
-// observeNode records node's NoExecute taints (see ObserveNode), returns
-// them as remembered (copies whose TimeAdded is their start) and reports
-// whether they changed.
-func (c *Countdowns) observeNode(node *v1.Node, now time.Time) ([]v1.Taint, bool) {
-	n := 0
-	for i := range node.Spec.Taints {
-		if node.Spec.Taints[i].Effect == v1.TaintEffectNoExecute {
-			n++
-		}
-	}
-	if n == 0 && c.nodeCount.Load() == 0 {
-		return nil, false
-	}
-	st := c.nodeStripe(node.Name)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if n == 0 {
-		return nil, c.forgetNodeLocked(st, node.Name)
-	}
-	old := st.m[node.Name]
-	if unchanged(old, node.Spec.Taints, n) {
-		return old, false // the common case: nothing new, nothing gone, nothing earlier
-	}
-	cur := make([]v1.Taint, 0, n)
-	starts := make([]metav1.Time, n)
-	for i := range node.Spec.Taints {
-		t := node.Spec.Taints[i]
-		if t.Effect != v1.TaintEffectNoExecute {
-			continue
-		}
-		start := now
-		if t.TimeAdded != nil && !t.TimeAdded.IsZero() {
-			start = t.TimeAdded.Time
-		}
-		if j := findTaint(old, t.Key, t.Effect); j >= 0 && old[j].TimeAdded.Time.Before(start) {
-			start = old[j].TimeAdded.Time
-		}
-		starts[len(cur)] = metav1.Time{Time: start}
-		t.TimeAdded = &starts[len(cur)]
-		cur = append(cur, t)
-	}
-	if old == nil {
-		c.nodeCount.Add(1)
-	}
-	st.m[node.Name] = cur
-	st.peak = max(st.peak, len(st.m))
-	return cur, true
-}
-
-// unchanged reports whether old, a node's remembered NoExecute taints,
-// still stand for taints, which have n NoExecute taints: the same keys,
-// effects and values, none with a TimeAdded earlier than remembered.
-func unchanged(old, taints []v1.Taint, n int) bool {
-	if len(old) != n {
-		return false
-	}
-	for i := range taints {
-		t := &taints[i]
-		if t.Effect != v1.TaintEffectNoExecute {
-			continue
-		}
-		j := findTaint(old, t.Key, t.Effect)
-		if j < 0 || old[j].Value != t.Value || t.TimeAdded != nil && !t.TimeAdded.IsZero() && t.TimeAdded.Time.Before(old[j].TimeAdded.Time) {
-			return false
-		}
-	}
-	return true
-}
-
-// rememberedTaints returns the remembered NoExecute taints of node.
-func (c *Countdowns) rememberedTaints(node string) []v1.Taint {
-	if c.nodeCount.Load() == 0 {
-		return nil
-	}
-	st := c.nodeStripe(node)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.m[node]
-}
-
-// forgetNodeLocked forgets node and reports whether it was remembered.
-func (c *Countdowns) forgetNodeLocked(st *nodeStripe, node string) bool {
-	if _, ok := st.m[node]; !ok {
-		return false
-	}
-	delete(st.m, node)
-	c.nodeCount.Add(-1)
-	st.m = rebuildIfShrunk(st.m, &st.peak)
-	return true
-}
-
-// findTaint returns the index of the taint with key and effect in taints,
-// or -1. Kubernetes allows one taint per key and effect.
-func findTaint(taints []v1.Taint, key string, effect v1.TaintEffect) int {
-	for i := range taints {
-		if taints[i].Key == key && taints[i].Effect == effect {
-			return i
-		}
-	}
-	return -1
-}
-
-// rebuildAt is the smallest peak size after which a map that has shrunk to
-// a quarter of its peak is rebuilt: Go maps never give memory back. Copying
-// the quarter that is left costs less than the deletions that shrank it, so
-// rebuilds are amortised O(1) per deletion, and a size hovering around a
-// quarter of the peak rebuilds once, not at every step (the rebuilt map's
-// peak is its size).
-const rebuildAt = 256
-
-// rebuildIfShrunk returns m, or a copy of m sized to fit if m has shrunk to a
-// quarter of a peak of at least rebuildAt entries, or is empty after a peak
-// of more than one group of entries; *peak is then reset.
-func rebuildIfShrunk[K comparable, V any](m map[K]V, peak *int) map[K]V {
-	if (*peak < rebuildAt || len(m) > *peak/4) && (len(m) > 0 || *peak <= 8) {
-		return m
-	}
-	fresh := make(map[K]V, len(m))
-	for k, v := range m {
-		fresh[k] = v
-	}
-	*peak = len(fresh)
-	return fresh
 }

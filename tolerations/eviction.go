@@ -47,18 +47,34 @@ type Decision struct {
 	At          time.Time
 	Taint       v1.Taint // the first untolerated taint, or the first whose toleration ends first
 	Untolerated bool     // no toleration tolerates Taint
+	// Device is the device whose taint Taint is ([DecideDevices]); zero for
+	// a node's taint.
+	Device DeviceID
+	// Rule is the DeviceTaintRule that put Taint on Device; "" for a taint
+	// in the device's ResourceSlice or a node's.
+	Rule string
 }
 
 // String describes the decision for logs and events, such as
 // "EvictAt 2025-01-01T00:05:00Z (taint node.kubernetes.io/unreachable:NoExecute)".
+// A device taint's names the device and any rule: "EvictNow (device taint
+// example.com/broken:NoExecute on gpu.example.com/node-1/gpu-0 from rule
+// broken-gpus not tolerated)".
 func (d Decision) String() string {
+	what := "taint " + taintString(&d.Taint)
+	if d.Device != (DeviceID{}) {
+		what = "device " + what + " on " + d.Device.String()
+		if d.Rule != "" {
+			what += " from rule " + d.Rule
+		}
+	}
 	switch {
 	case d.Action == Never:
 		return "Never"
 	case d.Untolerated:
-		return fmt.Sprintf("%v (taint %s not tolerated)", d.Action, taintString(&d.Taint))
+		return fmt.Sprintf("%v (%s not tolerated)", d.Action, what)
 	default:
-		return fmt.Sprintf("%v %s (taint %s)", d.Action, d.At.Format(time.RFC3339Nano), taintString(&d.Taint))
+		return fmt.Sprintf("%v %s (%s)", d.Action, d.At.Format(time.RFC3339Nano), what)
 	}
 }
 
