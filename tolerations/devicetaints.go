@@ -1,0 +1,217 @@
+package tolerations
+
+import (
+	"slices"
+	"sync"
+
+	resourcev1 "k8s.io/api/resource/v1"
+)
+
+// DeviceTaints holds a cluster's device taints, as Kubernetes reads them:
+// those of the devices in ResourceSlices, a pool's newest generation only
+// (older slices of a pool are being replaced), and those each
+// DeviceTaintRule puts on the devices it selects ([RuleSelects]). Feed it
+// every add, update and delete of a ResourceSlice and a DeviceTaintRule;
+// [DeviceTaints.Taints] then says what taints a device has, for
+// [AppendClaimDevices].
+//
+// It is safe for concurrent use by multiple goroutines. It keeps the slices
+// and rules it is given, which the caller must not modify afterwards (an
+// informer's objects are not). The zero value is not usable; call
+// [NewDeviceTaints].
+type DeviceTaints struct {
+	mu    sync.RWMutex
+	pools map[poolID]*devicePool
+	pool  map[string]poolID // each slice's pool, by slice name
+	rules map[string]*resourcev1.DeviceTaintRule
+	held  map[string]bool
+}
+
+type poolID struct{ driver, pool string }
+
+// devicePool is a pool's slices by name, and the newest generation of them.
+type devicePool struct {
+	slices     map[string]*resourcev1.ResourceSlice
+	generation int64
+}
+
+// NewDeviceTaints returns an empty DeviceTaints.
+func NewDeviceTaints() *DeviceTaints {
+	return &DeviceTaints{
+		pools: make(map[poolID]*devicePool),
+		pool:  make(map[string]poolID),
+		rules: make(map[string]*resourcev1.DeviceTaintRule),
+		held:  make(map[string]bool),
+	}
+}
+
+// ObserveSlice records slice, replacing the slice of its name; call it on
+// every add and update of a ResourceSlice. It reports whether any device's
+// taints may have changed: the slice has or had a taint, or its pool's newest
+// generation changed.
+func (x *DeviceTaints) ObserveSlice(slice *resourcev1.ResourceSlice) bool {
+	if slice == nil {
+		return false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	old, oldGen := x.removeSliceLocked(slice.Name)
+	id := poolID{slice.Spec.Driver, slice.Spec.Pool.Name}
+	p := x.pools[id]
+	if p == nil {
+		p = &devicePool{slices: make(map[string]*resourcev1.ResourceSlice)}
+		x.pools[id] = p
+	}
+	gen := p.generation
+	p.slices[slice.Name] = slice
+	x.pool[slice.Name] = id
+	p.generation = newestGeneration(p.slices)
+	return old != nil && hasTaints(old) || hasTaints(slice) || p.generation != gen || old != nil && oldGen != p.generation
+}
+
+// ForgetSlice forgets the ResourceSlice named name; call it on every delete.
+// It reports whether any device's taints may have changed.
+func (x *DeviceTaints) ForgetSlice(name string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	old, gen := x.removeSliceLocked(name)
+	if old == nil {
+		return false
+	}
+	p := x.pools[poolID{old.Spec.Driver, old.Spec.Pool.Name}]
+	return hasTaints(old) || p != nil && p.generation != gen
+}
+
+// removeSliceLocked removes the slice named name from its pool and returns
+// it, with its pool's newest generation before.
+func (x *DeviceTaints) removeSliceLocked(name string) (*resourcev1.ResourceSlice, int64) {
+	id, ok := x.pool[name]
+	if !ok {
+		return nil, 0
+	}
+	delete(x.pool, name)
+	p := x.pools[id]
+	s, gen := p.slices[name], p.generation
+	delete(p.slices, name)
+	if len(p.slices) == 0 {
+		delete(x.pools, id)
+	} else {
+		p.generation = newestGeneration(p.slices)
+	}
+	return s, gen
+}
+
+// ObserveRule records rule, replacing the rule of its name; call it on every
+// add and update of a DeviceTaintRule.
+func (x *DeviceTaints) ObserveRule(rule *resourcev1.DeviceTaintRule) {
+	if rule == nil {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.rules[rule.Name] = rule
+}
+
+// ForgetRule forgets the DeviceTaintRule named name; call it on every delete.
+func (x *DeviceTaints) ForgetRule(name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.rules, name)
+	delete(x.held, name)
+}
+
+// Hold keeps the taint of the DeviceTaintRule named name out of
+// [DeviceTaints.Taints] while held is true, so that it starts no eviction
+// (a guard against a rule that selects far more than meant); it reports
+// whether that changed anything.
+func (x *DeviceTaints) Hold(name string, held bool) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.held[name] == held {
+		return false
+	}
+	if held {
+		x.held[name] = true
+	} else {
+		delete(x.held, name)
+	}
+	return true
+}
+
+// Held reports whether the DeviceTaintRule named name is held ([DeviceTaints.Hold]).
+func (x *DeviceTaints) Held(name string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.held[name]
+}
+
+// Taints returns the taints device id has now, of every effect: those of its
+// entry in its pool's newest generation of slices, then those of the rules
+// that select it and are not held, by rule name. The result is the caller's.
+func (x *DeviceTaints) Taints(id DeviceID) []DeviceTaint {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out []DeviceTaint
+	if p := x.pools[poolID{id.Driver, id.Pool}]; p != nil {
+		for _, s := range p.slices {
+			if s.Spec.Pool.Generation != p.generation {
+				continue
+			}
+			for i := range s.Spec.Devices {
+				d := &s.Spec.Devices[i]
+				if d.Name != id.Device {
+					continue
+				}
+				for _, t := range d.Taints {
+					out = append(out, DeviceTaint{DeviceTaint: t})
+				}
+			}
+		}
+	}
+	n := len(out)
+	for name, r := range x.rules {
+		if !x.held[name] && RuleSelects(r.Spec.DeviceSelector, id) {
+			out = append(out, DeviceTaint{DeviceTaint: r.Spec.Taint, Rule: name})
+		}
+	}
+	slices.SortFunc(out[n:], func(a, b DeviceTaint) int {
+		switch {
+		case a.Rule < b.Rule:
+			return -1
+		case a.Rule > b.Rule:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Rules returns the DeviceTaintRules recorded, in no order.
+func (x *DeviceTaints) Rules() []*resourcev1.DeviceTaintRule {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]*resourcev1.DeviceTaintRule, 0, len(x.rules))
+	for _, r := range x.rules {
+		out = append(out, r)
+	}
+	return out
+}
+
+func newestGeneration(slices map[string]*resourcev1.ResourceSlice) int64 {
+	first, g := true, int64(0)
+	for _, s := range slices {
+		if first || s.Spec.Pool.Generation > g {
+			first, g = false, s.Spec.Pool.Generation
+		}
+	}
+	return g
+}
+
+func hasTaints(s *resourcev1.ResourceSlice) bool {
+	for i := range s.Spec.Devices {
+		if len(s.Spec.Devices[i].Taints) > 0 {
+			return true
+		}
+	}
+	return false
+}
