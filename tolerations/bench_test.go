@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
@@ -231,3 +232,32 @@ func BenchmarkCountdownsDecide(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecideDevices decides for a pod with one claim of two devices, each
+// with two NoExecute taints (one from a rule) and four tolerations, one
+// timed for each taint: every taint is matched against every toleration.
+func BenchmarkDecideDevices(b *testing.B) {
+	s30, s60 := int64(30), int64(60)
+	added := &metav1.Time{Time: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	tols := []resourcev1.DeviceToleration{
+		{Key: "example.com/maintenance", Operator: resourcev1.DeviceTolerationOpEqual, Value: "planned", Effect: resourcev1.DeviceTaintEffectNoSchedule},
+		{Key: "example.com/ecc", Operator: resourcev1.DeviceTolerationOpExists, Effect: resourcev1.DeviceTaintEffectNoExecute, TolerationSeconds: &s60},
+		{Key: "example.com/driver-upgrade", Operator: resourcev1.DeviceTolerationOpExists, TolerationSeconds: &s30},
+		{Key: "example.com/broken", Operator: resourcev1.DeviceTolerationOpEqual, Value: "fan", Effect: resourcev1.DeviceTaintEffectNoExecute},
+	}
+	taints := []tolerations.DeviceTaint{
+		{DeviceTaint: resourcev1.DeviceTaint{Key: "example.com/ecc", Value: "uncorrectable", Effect: resourcev1.DeviceTaintEffectNoExecute, TimeAdded: added}},
+		{DeviceTaint: resourcev1.DeviceTaint{Key: "example.com/driver-upgrade", Effect: resourcev1.DeviceTaintEffectNoExecute, TimeAdded: added}, Rule: "upgrade-pool-1"},
+	}
+	devices := []tolerations.Device{
+		{ID: tolerations.DeviceID{Driver: "gpu.example.com", Pool: "node-1", Device: "gpu-0"}, Tolerations: tols, Taints: taints},
+		{ID: tolerations.DeviceID{Driver: "gpu.example.com", Pool: "node-1", Device: "gpu-1"}, Tolerations: tols, Taints: taints},
+	}
+	now := added.Add(10 * time.Second)
+	b.ReportAllocs()
+	for b.Loop() {
+		sinkDecision = tolerations.DecideDevices(devices, time.Time{}, now)
+	}
+}
+
+var sinkDecision tolerations.Decision

@@ -55,18 +55,22 @@ func (x *DeviceTaints) ObserveSlice(slice *resourcev1.ResourceSlice) bool {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	old, oldGen := x.removeSliceLocked(slice.Name)
 	id := poolID{slice.Spec.Driver, slice.Spec.Pool.Name}
+	var before int64
 	p := x.pools[id]
-	if p == nil {
+	if p != nil {
+		before = p.generation
+	}
+	changed := x.removeSliceLocked(slice.Name)
+	if p = x.pools[id]; p == nil {
 		p = &devicePool{slices: make(map[string]*resourcev1.ResourceSlice)}
 		x.pools[id] = p
+		before = slice.Spec.Pool.Generation // a new pool: no generation is replaced
 	}
-	gen := p.generation
 	p.slices[slice.Name] = slice
 	x.pool[slice.Name] = id
 	p.generation = newestGeneration(p.slices)
-	return old != nil && hasTaints(old) || hasTaints(slice) || p.generation != gen || old != nil && oldGen != p.generation
+	return changed || hasTaints(slice) || p.generation != before
 }
 
 // ForgetSlice forgets the ResourceSlice named name; call it on every delete.
@@ -74,31 +78,27 @@ func (x *DeviceTaints) ObserveSlice(slice *resourcev1.ResourceSlice) bool {
 func (x *DeviceTaints) ForgetSlice(name string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	old, gen := x.removeSliceLocked(name)
-	if old == nil {
-		return false
-	}
-	p := x.pools[poolID{old.Spec.Driver, old.Spec.Pool.Name}]
-	return hasTaints(old) || p != nil && p.generation != gen
+	return x.removeSliceLocked(name)
 }
 
-// removeSliceLocked removes the slice named name from its pool and returns
-// it, with its pool's newest generation before.
-func (x *DeviceTaints) removeSliceLocked(name string) (*resourcev1.ResourceSlice, int64) {
+// removeSliceLocked removes the slice named name from its pool and reports
+// whether that may change a device's taints: it had a taint, or the pool's
+// newest generation changed (its other slices with taints count again).
+func (x *DeviceTaints) removeSliceLocked(name string) bool {
 	id, ok := x.pool[name]
 	if !ok {
-		return nil, 0
+		return false
 	}
 	delete(x.pool, name)
 	p := x.pools[id]
-	s, gen := p.slices[name], p.generation
+	s, before := p.slices[name], p.generation
 	delete(p.slices, name)
 	if len(p.slices) == 0 {
 		delete(x.pools, id)
-	} else {
-		p.generation = newestGeneration(p.slices)
+		return hasTaints(s)
 	}
-	return s, gen
+	p.generation = newestGeneration(p.slices)
+	return hasTaints(s) || p.generation != before
 }
 
 // ObserveRule records rule, replacing the rule of its name; call it on every

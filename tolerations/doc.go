@@ -15,6 +15,12 @@
 // [MinTolerationTime] and [GetNoExecuteTaints] are upstream's helpers;
 // [AppendMatchingTolerations] matches for hot paths.
 //
+// Device taints (Dynamic Resource Allocation) decide in the same shape:
+// [DeviceTaints] holds the taints of a cluster's devices, [AppendClaimDevices]
+// lists a pod's allocated devices with them, [DecideDevices] is the rule, and
+// [Countdowns.DecideWithDevices] makes one decision of a pod's node and device
+// taints, so that neither cancels the other.
+//
 // Only a Countdowns reads a clock. Every function is safe for concurrent use
 // while the caller does not modify the slices it passed in, and modifies none;
 // a result shares no backing array with them (but may with the argument of
