@@ -46,6 +46,7 @@ type Oracle struct {
 	excused map[types.UID]bool
 	started map[string]time.Time
 	dryRun  bool
+	maxPods []maxPodsChange
 }
 
 // Start starts watching and returns once the watches have listed. Start it
@@ -134,6 +135,19 @@ func (o *Oracle) DryRun() {
 	o.dryRun = true
 }
 
+// RuleMaxPods records that from at on the controller runs with
+// --device-taint-rule-max-pods=n (0: no limit). Until the first call the
+// checks assume the flag's default, [DefaultRuleMaxPods]. The checks compute
+// which DeviceTaintRules the guard holds from the watched objects and the
+// limit, not from the rules' status: a pod due only through a held rule's
+// taint is not due (evicting it is early, keeping it is no loss), and
+// [Report].HeldRules says when each was held.
+func (o *Oracle) RuleMaxPods(at time.Time, n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.maxPods = append(o.maxPods, maxPodsChange{at: at, n: n})
+}
+
 // EndWatch stops the watches now (Check does, if EndWatch was not called):
 // a test that stops its controller before it calls Check ends the record
 // first, so that a pod falling due while the controller shuts down is not
@@ -159,7 +173,7 @@ func (o *Oracle) Check() (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	pods, nodes, end := o.hist.snapshot()
+	pods, nodes, devices, end := o.hist.snapshot()
 	o.mu.Lock()
 	in := input{
 		namespace: o.opts.Namespace,
@@ -167,6 +181,8 @@ func (o *Oracle) Check() (*Report, error) {
 		requests:  requests,
 		pods:      pods,
 		nodes:     nodes,
+		devices:   devices,
+		maxPods:   slices.Clone(o.maxPods),
 		begin:     o.begin,
 		end:       end,
 		faults:    slices.Clone(o.faults),
