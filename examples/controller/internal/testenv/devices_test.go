@@ -2,6 +2,7 @@ package testenv_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,8 +12,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/controller/internal/oracle"
@@ -115,7 +122,8 @@ func TestDeviceObjects(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	// The audit log has the DRA writes, the rule's status with its body.
+	// The audit log has the DRA writes, the rule's status with its body
+	// (other tests' writes are on it too).
 	levels := map[string]string{}
 	f, err := os.Open(env.AuditLogPath())
 	require.NoError(t, err)
@@ -138,7 +146,7 @@ func TestDeviceObjects(t *testing.T) {
 		levels[ev.Verb+" "+r] = ev.Level
 	}
 	require.NoError(t, sc.Err())
-	assert.Equal(t, map[string]string{
+	for call, level := range map[string]string{
 		"create deviceclasses":           "Metadata",
 		"create resourceslices":          "Metadata",
 		"update resourceslices":          "Metadata",
@@ -149,5 +157,63 @@ func TestDeviceObjects(t *testing.T) {
 		"update devicetaintrules":        "Metadata",
 		"update devicetaintrules/status": "Request",
 		"delete devicetaintrules":        "Metadata",
-	}, levels)
+	} {
+		assert.Equal(t, level, levels[call], call)
+	}
+}
+
+// The component device-taints' RBAC, applied with deploy/'s, allows the
+// controller's ServiceAccount the calls --device-taints makes, on the real
+// server, and no update of a rule's status (the controller patches it).
+func TestDeviceTaintsRBAC(t *testing.T) {
+	env, c, ctx := setup(t, "")
+	_, err := env.ApplyManifests(ctx, "../../deploy/serviceaccount.yaml", "../../deploy/rbac.yaml",
+		"../../deploy/components/device-taints/rbac.yaml")
+	require.NoError(t, err)
+	cfg := env.ImpersonatedConfig("kube-system", "taintkit-noexecute")
+	require.NoError(t, testenv.WaitForAccess(ctx, cfg, authorizationv1.ResourceAttributes{
+		Verb: "patch", Group: resourcev1.GroupName, Resource: "devicetaintrules", Subresource: "status",
+	}))
+	sa, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+
+	run := fmt.Sprint(deviceRuns.Add(1))
+	rule, err := testenv.CreateDeviceTaintRule(ctx, c, "rbac-rule-"+run, nil, resourcev1.DeviceTaint{Key: "k", Effect: resourcev1.DeviceTaintEffectNone})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = c.ResourceV1().DeviceTaintRules().Delete(context.Background(), rule.Name, metav1.DeleteOptions{})
+	})
+
+	r := sa.ResourceV1()
+	_, err = r.ResourceSlices().List(ctx, metav1.ListOptions{})
+	assert.NoError(t, err, "list resourceslices")
+	_, err = r.DeviceTaintRules().List(ctx, metav1.ListOptions{})
+	assert.NoError(t, err, "list devicetaintrules")
+	_, err = r.ResourceClaims("").List(ctx, metav1.ListOptions{})
+	assert.NoError(t, err, "list resourceclaims in every namespace")
+	for name, watch := range map[string]func() (watch.Interface, error){
+		"resourceslices":   func() (watch.Interface, error) { return r.ResourceSlices().Watch(ctx, metav1.ListOptions{}) },
+		"devicetaintrules": func() (watch.Interface, error) { return r.DeviceTaintRules().Watch(ctx, metav1.ListOptions{}) },
+		"resourceclaims":   func() (watch.Interface, error) { return r.ResourceClaims("").Watch(ctx, metav1.ListOptions{}) },
+	} {
+		w, err := watch()
+		if assert.NoError(t, err, "watch %s", name) {
+			w.Stop()
+		}
+	}
+	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"False","reason":"NoEffect","message":"no effect","lastTransitionTime":%q}]}}`,
+		resourcev1.DeviceTaintConditionEvictionInProgress, time.Now().UTC().Format(time.RFC3339))
+	_, err = r.DeviceTaintRules().Patch(ctx, rule.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+	assert.NoError(t, err, "patch devicetaintrules/status")
+	_, err = r.DeviceTaintRules().UpdateStatus(ctx, rule, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "update devicetaintrules/status: got %v, want Forbidden", err)
+	ev, err := sa.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: "rule-"},
+		InvolvedObject: corev1.ObjectReference{APIVersion: "resource.k8s.io/v1", Kind: "DeviceTaintRule", Name: rule.Name, UID: rule.UID},
+		Reason:         "DeviceTaintManagerEviction", Message: "a test", Type: corev1.EventTypeNormal,
+	}, metav1.CreateOptions{})
+	if assert.NoError(t, err, "create an event in default") {
+		_, err = sa.CoreV1().Events(metav1.NamespaceDefault).Patch(ctx, ev.Name, types.StrategicMergePatchType, []byte(`{"count":2}`), metav1.PatchOptions{})
+		assert.NoError(t, err, "patch an event in default")
+	}
 }
