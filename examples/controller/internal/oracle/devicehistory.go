@@ -83,46 +83,40 @@ func recorder[T any](h *history, m map[string][]obs[T], name func(*T) string) fu
 	}
 }
 
+// informer returns (not started) an informer of the objects list and watch
+// return, handing each state to record.
+func informer[T any, PT interface {
+	*T
+	runtime.Object
+}, L runtime.Object](
+	list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
+	record func(any, bool),
+) cache.Controller {
+	_, inf := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return list(ctx, o)
+			},
+			WatchFuncWithContext: watchFn,
+		},
+		ObjectType: PT(new(T)),
+		Handler:    handlers(record),
+	})
+	return inf
+}
+
 // watchDevices returns (not started) informers for every ResourceSlice and
 // DeviceTaintRule and for the ResourceClaims of namespace, recording into
 // h.devices.
 func (h *history) watchDevices(c kubernetes.Interface, namespace string) []cache.Controller {
 	r := c.ResourceV1()
-	_, slices := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return r.ResourceSlices().List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return r.ResourceSlices().Watch(ctx, o)
-			},
-		},
-		ObjectType: &resourcev1.ResourceSlice{},
-		Handler:    handlers(recorder(h, h.devices.slices, func(s *resourcev1.ResourceSlice) string { return s.Name })),
-	})
-	_, claims := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return r.ResourceClaims(namespace).List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return r.ResourceClaims(namespace).Watch(ctx, o)
-			},
-		},
-		ObjectType: &resourcev1.ResourceClaim{},
-		Handler:    handlers(recorder(h, h.devices.claims, func(c *resourcev1.ResourceClaim) string { return c.Name })),
-	})
-	_, rules := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return r.DeviceTaintRules().List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return r.DeviceTaintRules().Watch(ctx, o)
-			},
-		},
-		ObjectType: &resourcev1.DeviceTaintRule{},
-		Handler:    handlers(recorder(h, h.devices.rules, func(r *resourcev1.DeviceTaintRule) string { return r.Name })),
-	})
-	return []cache.Controller{slices, claims, rules}
+	return []cache.Controller{
+		informer[resourcev1.ResourceSlice](r.ResourceSlices().List, r.ResourceSlices().Watch,
+			recorder(h, h.devices.slices, func(s *resourcev1.ResourceSlice) string { return s.Name })),
+		informer[resourcev1.ResourceClaim](r.ResourceClaims(namespace).List, r.ResourceClaims(namespace).Watch,
+			recorder(h, h.devices.claims, func(c *resourcev1.ResourceClaim) string { return c.Name })),
+		informer[resourcev1.DeviceTaintRule](r.DeviceTaintRules().List, r.DeviceTaintRules().Watch,
+			recorder(h, h.devices.rules, func(r *resourcev1.DeviceTaintRule) string { return r.Name })),
+	}
 }

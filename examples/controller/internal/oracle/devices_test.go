@@ -299,25 +299,21 @@ func TestDeviceTaintDeadlines(t *testing.T) {
 			},
 			evictAt: 200 * time.Millisecond, want: []string{"never early"},
 		},
-		"a node taint and a device taint: the earlier wins": {
-			build: func(w *world) {
-				n := w.in.nodes["n"][0].node
-				n.Spec.Taints = []corev1.Taint{{Key: "node", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: t0}}}
-				tainted(w)
-				uid := w.pod("p", result("p1", "gpu-0", tolerating(resourcev1.DeviceTaintEffectNoExecute, ptr.To[int64](8))))
-				w.in.pods[uid][0].pod.Spec.Tolerations = []corev1.Toleration{{Key: "node", Operator: corev1.TolerationOpExists, TolerationSeconds: ptr.To[int64](4)}}
-			},
+		"a node taint and a device taint: the node's is earlier": {
+			build:   func(w *world) { nodeAndDevice(w, ptr.To[int64](4), 8) },
 			evictAt: 4 * time.Second, wantEvic: 1,
 		},
+		"a node taint and a device taint: the device's is earlier": {
+			build:   func(w *world) { nodeAndDevice(w, ptr.To[int64](10), 5) },
+			evictAt: 5 * time.Second, wantEvic: 1,
+		},
+		"a node taint and a device taint: neither is due before the earlier": {
+			build:   func(w *world) { nodeAndDevice(w, ptr.To[int64](10), 5) },
+			evictAt: 4500 * time.Millisecond, want: []string{"never early"}, wantEvic: 1,
+		},
 		"a node taint tolerated for ever does not cancel a device taint": {
-			build: func(w *world) {
-				n := w.in.nodes["n"][0].node
-				n.Spec.Taints = []corev1.Taint{{Key: "node", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: t0}}}
-				tainted(w)
-				uid := w.pod("p", result("p1", "gpu-0", tolerating(resourcev1.DeviceTaintEffectNoExecute, ptr.To[int64](5))))
-				w.in.pods[uid][0].pod.Spec.Tolerations = []corev1.Toleration{{Key: "node", Operator: corev1.TolerationOpExists}}
-			},
-			want: []string{"never lost"},
+			build: func(w *world) { nodeAndDevice(w, nil, 5) },
+			want:  []string{"never lost"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -334,6 +330,17 @@ func TestDeviceTaintDeadlines(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nodeAndDevice makes the node tainted since t0 with a taint the pod
+// tolerates for nodeSeconds, and its device (of the slice "s1") tainted
+// since t0 with one it tolerates for deviceSeconds.
+func nodeAndDevice(w *world, nodeSeconds *int64, deviceSeconds int64) {
+	n := w.in.nodes["n"][0].node
+	n.Spec.Taints = []corev1.Taint{{Key: "node", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: t0}}}
+	w.slice(0, "s1", "p1", 1, device("gpu-0", noExecute(0)))
+	uid := w.pod("p", result("p1", "gpu-0", tolerating(resourcev1.DeviceTaintEffectNoExecute, &deviceSeconds)))
+	w.in.pods[uid][0].pod.Spec.Tolerations = []corev1.Toleration{{Key: "node", Operator: corev1.TolerationOpExists, TolerationSeconds: nodeSeconds}}
 }
 
 // The guard: a rule whose NoExecute taint would evict more pods than the

@@ -44,7 +44,7 @@ rules:
   resources:
   - group: "resource.k8s.io"
     resources: ["devicetaintrules/status"]
-  verbs: ["patch", "update", "apply"]
+  verbs: ["patch", "update"]
 - level: Metadata
   resources:
   - group: "resource.k8s.io"

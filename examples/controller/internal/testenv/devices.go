@@ -70,18 +70,7 @@ func CreateResourceSlice(ctx context.Context, c kubernetes.Interface, slice *res
 // an update, retrying on conflicts, and returns the slice as stored.
 func UpdateResourceSlice(ctx context.Context, c kubernetes.Interface, name string, change func(*resourcev1.ResourceSlice) error) (*resourcev1.ResourceSlice, error) {
 	slices := c.ResourceV1().ResourceSlices()
-	var updated *resourcev1.ResourceSlice
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		s, err := slices.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if err := change(s); err != nil {
-			return err
-		}
-		updated, err = slices.Update(ctx, s, metav1.UpdateOptions{})
-		return err
-	})
+	updated, err := updateObject(ctx, name, slices.Get, change, slices.Update)
 	if err != nil {
 		return nil, fmt.Errorf("testenv: updating ResourceSlice %s: %w", name, err)
 	}
@@ -205,17 +194,10 @@ func DeallocateClaim(ctx context.Context, c kubernetes.Interface, namespace, nam
 
 func updateClaimStatus(ctx context.Context, c kubernetes.Interface, namespace, name string, change func(*resourcev1.ResourceClaimStatus)) (*resourcev1.ResourceClaim, error) {
 	claims := c.ResourceV1().ResourceClaims(namespace)
-	var updated *resourcev1.ResourceClaim
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		claim, err := claims.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	return updateObject(ctx, name, claims.Get, func(claim *resourcev1.ResourceClaim) error {
 		change(&claim.Status)
-		updated, err = claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
-		return err
-	})
-	return updated, err
+		return nil
+	}, claims.UpdateStatus)
 }
 
 // NewPodWithClaim returns [NewPod]'s pod that uses the ResourceClaim named
@@ -300,18 +282,35 @@ func CreateDeviceTaintRule(ctx context.Context, c kubernetes.Interface, name str
 // as stored.
 func UpdateDeviceTaintRule(ctx context.Context, c kubernetes.Interface, name string, change func(*resourcev1.DeviceTaintRuleSpec)) (*resourcev1.DeviceTaintRule, error) {
 	rules := c.ResourceV1().DeviceTaintRules()
-	var updated *resourcev1.DeviceTaintRule
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		r, err := rules.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	updated, err := updateObject(ctx, name, rules.Get, func(r *resourcev1.DeviceTaintRule) error {
 		change(&r.Spec)
-		updated, err = rules.Update(ctx, r, metav1.UpdateOptions{})
-		return err
-	})
+		return nil
+	}, rules.Update)
 	if err != nil {
 		return nil, fmt.Errorf("testenv: updating DeviceTaintRule %s: %w", name, err)
 	}
 	return updated, nil
+}
+
+// updateObject reads the object named name with get, applies change and
+// writes it with update, again from a fresh read on a conflict with
+// another writer; it returns the object as stored.
+func updateObject[T any](ctx context.Context, name string,
+	get func(context.Context, string, metav1.GetOptions) (*T, error),
+	change func(*T) error,
+	update func(context.Context, *T, metav1.UpdateOptions) (*T, error),
+) (*T, error) {
+	var updated *T
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		obj, err := get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := change(obj); err != nil {
+			return err
+		}
+		updated, err = update(ctx, obj, metav1.UpdateOptions{})
+		return err
+	})
+	return updated, err
 }
