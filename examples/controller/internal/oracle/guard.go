@@ -52,40 +52,58 @@ func (m *deviceModel) heldAt(rule string, t time.Time) bool {
 
 // computeHeld finds when each rule is held: at every change of a pod, a
 // claim, a rule or the limit, it counts the pods each rule's NoExecute
-// taint would evict.
+// taint would evict (wouldEvict).
 func (m *deviceModel) computeHeld(pods map[types.UID][]podObs, namespace string) {
+	if len(m.rules) == 0 {
+		return
+	}
+	// A change at at, of the user (a pod that names a claim) at index
+	// user, or of a rule or the limit (-1).
+	type change struct {
+		at   time.Time
+		user int
+	}
 	var users [][]podObs
-	var times []time.Time
+	var changes []change
 	for _, list := range pods {
 		if list[0].pod.Namespace != namespace || !usesClaims(list) {
 			continue
 		}
-		users = append(users, list)
 		for _, o := range list {
-			times = append(times, o.at)
+			changes = append(changes, change{o.at, len(users)})
 		}
-		times = append(times, m.claimTimes(list)...)
-	}
-	if len(m.hist.rules) == 0 {
-		return
+		for _, t := range m.claimTimes(list) {
+			changes = append(changes, change{t, len(users)})
+		}
+		users = append(users, list)
 	}
 	for _, list := range m.hist.rules {
 		for _, o := range list {
-			times = append(times, o.at)
+			changes = append(changes, change{o.at, -1})
 		}
 	}
 	for _, c := range m.limits {
-		times = append(times, c.at)
+		changes = append(changes, change{c.at, -1})
 	}
-	slices.SortFunc(times, time.Time.Compare)
-	times = slices.Compact(times)
+	slices.SortFunc(changes, func(a, b change) int { return a.at.Compare(b.at) })
+	// Each user's devices now, if it counts (bound, not gone).
+	devices := make([][]allocated, len(users))
 	open := map[string]int{} // index in m.held of each rule's open span
-	for _, t := range times {
+	for k := 0; k < len(changes); {
+		t := changes[k].at
+		for ; k < len(changes) && changes[k].at.Equal(t); k++ {
+			if u := changes[k].user; u >= 0 {
+				devices[u] = nil
+				if p := podAt(users[u], t); p != nil && !p.deleted && p.pod.Spec.NodeName != "" {
+					devices[u] = m.allocatedAt(p.pod, t)
+				}
+			}
+		}
 		limit := m.limitAt(t)
 		for _, name := range m.rules {
 			n := 0
 			if r := stateAt(m.hist.rules[name], t); r != nil && r.Spec.Taint.Effect == resourcev1.DeviceTaintEffectNoExecute {
-				n = m.wouldEvict(r, users, t)
+				n = wouldEvict(r, devices)
 			}
 			i, isOpen := open[name]
 			switch held := limit > 0 && n > limit; {
@@ -100,25 +118,27 @@ func (m *deviceModel) computeHeld(pods map[types.UID][]podObs, namespace string)
 	}
 }
 
-// wouldEvict counts the pods at t (bound, terminating or not: a pod leaves
-// the count when it is gone) with a device r selects whose tolerations do
-// not tolerate r's taint for ever. A controller whose guard is off evicts
-// them all at once: each stays in the count until the server removes it,
-// so each of those evictions is early.
-func (m *deviceModel) wouldEvict(r *resourcev1.DeviceTaintRule, users [][]podObs, t time.Time) int {
+// podAt returns the pod's last state delivered at or before t, if any.
+func podAt(list []podObs, t time.Time) *podObs {
+	var p *podObs
+	for i := range list {
+		if list[i].at.After(t) {
+			break
+		}
+		p = &list[i]
+	}
+	return p
+}
+
+// wouldEvict counts the pods, given by their devices (nil for a pod not
+// bound, or gone; a terminating pod counts until it is gone), with a device
+// r selects whose tolerations do not tolerate r's taint for ever. A
+// controller whose guard is off evicts them all at once: each stays in the
+// count until the server removes it, so each of those evictions is early.
+func wouldEvict(r *resourcev1.DeviceTaintRule, devices [][]allocated) int {
 	n := 0
-	for _, list := range users {
-		var p *podObs
-		for i := range list {
-			if list[i].at.After(t) {
-				break
-			}
-			p = &list[i]
-		}
-		if p == nil || p.deleted || p.pod.Spec.NodeName == "" {
-			continue
-		}
-		if slices.ContainsFunc(m.allocatedAt(p.pod, t), func(a allocated) bool {
+	for _, d := range devices {
+		if slices.ContainsFunc(d, func(a allocated) bool {
 			_, _, forever := toleration(a.tolerations, &r.Spec.Taint)
 			return selects(r.Spec.DeviceSelector, a.id) && !forever
 		}) {
