@@ -63,6 +63,8 @@ type deviceModel struct {
 }
 
 func newDeviceModel(hist deviceHistory, pods map[types.UID][]podObs, namespace string, limits []maxPodsChange) *deviceModel {
+	limits = slices.Clone(limits)
+	slices.SortStableFunc(limits, func(a, b maxPodsChange) int { return a.at.Compare(b.at) })
 	m := &deviceModel{hist: hist, pools: map[[2]string][]string{}, limits: limits}
 	for name, list := range hist.slices {
 		for _, o := range list {

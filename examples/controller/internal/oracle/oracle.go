@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,8 +51,9 @@ type Oracle struct {
 }
 
 // Start starts watching and returns once the watches have listed. Start it
-// before the pods, their nodes and the controller, so that it sees every
-// first sight the controller does.
+// before the pods, their nodes, their DRA objects and the controller, so
+// that it sees every first sight the controller does. The API server must
+// serve resource.k8s.io/v1 (Kubernetes 1.34 and later do by default).
 func Start(ctx context.Context, opts Options) (*Oracle, error) {
 	if opts.Lease == "" {
 		opts.Lease = "kube-system/taintkit-noexecute"
@@ -230,6 +232,9 @@ func (r *Report) Summary() string {
 	}
 	if len(r.Held) > 0 {
 		s += fmt.Sprintf("; held by a disruption budget: %d", len(r.Held))
+	}
+	if len(r.HeldRules) > 0 {
+		s += "; " + strings.Join(r.HeldRules, "; ")
 	}
 	if len(r.Excused) > 0 {
 		s += fmt.Sprintf("; excused (the controller reported giving up): %v", r.Excused)
