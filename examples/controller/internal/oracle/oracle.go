@@ -53,7 +53,8 @@ type Oracle struct {
 // Start starts watching and returns once the watches have listed. Start it
 // before the pods, their nodes, their DRA objects and the controller, so
 // that it sees every first sight the controller does. The API server must
-// serve resource.k8s.io/v1 (Kubernetes 1.34 and later do by default).
+// serve ResourceSlices, ResourceClaims and DeviceTaintRules in
+// resource.k8s.io/v1, as Kubernetes 1.37 does by default.
 func Start(ctx context.Context, opts Options) (*Oracle, error) {
 	if opts.Lease == "" {
 		opts.Lease = "kube-system/taintkit-noexecute"
