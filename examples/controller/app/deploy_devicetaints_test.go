@@ -38,6 +38,9 @@ func deviceTaintCalls() []clienttesting.Action {
 // adds, and nothing else; without it nothing of resource.k8s.io is granted.
 func TestDeployDeviceTaintsComponent(t *testing.T) {
 	for _, c := range combinations {
+		if c.component == "device-taints" {
+			continue // the component itself, with no way of evicting added
+		}
 		t.Run(c.name, func(t *testing.T) {
 			without := build(t, c.component)
 			base := grants(without)
