@@ -54,23 +54,25 @@ var combinations = []struct {
 	{"deploy+eviction-api-with-fallback", "eviction-api-with-fallback"},
 }
 
-// build builds deploy/, with component (a directory under
-// deploy/components) if not empty, with kustomize's own library, as
-// kubectl apply -k would. A component is added by an overlay of the
+// build builds deploy/, with components (directories under
+// deploy/components; "" for none), with kustomize's own library, as
+// kubectl apply -k would. Components are added by an overlay of the
 // operator's: one in a temporary directory here (kustomize refuses an
 // overlay inside the directory of its base).
-func build(t *testing.T, component string) manifests {
+func build(t *testing.T, components ...string) manifests {
 	t.Helper()
 	deploy, err := filepath.Abs("../deploy")
 	require.NoError(t, err)
 	dir := deploy
-	if component != "" {
+	if components = slices.DeleteFunc(components, func(c string) bool { return c == "" }); len(components) > 0 {
 		dir = t.TempDir()
 		rel, err := filepath.Rel(dir, deploy)
 		require.NoError(t, err)
 		kustomization := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n" +
-			"resources:\n  - " + filepath.ToSlash(rel) + "\n" +
-			"components:\n  - " + filepath.ToSlash(filepath.Join(rel, "components", component)) + "\n"
+			"resources:\n  - " + filepath.ToSlash(rel) + "\n" + "components:\n"
+		for _, c := range components {
+			kustomization += "  - " + filepath.ToSlash(filepath.Join(rel, "components", c)) + "\n"
+		}
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644))
 	}
 	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)

@@ -48,6 +48,7 @@ const (
 	LeaseWrite Kind = "lease"       // create, update or patch of a Lease
 	EventWrite Kind = "event"       // a write of an Event
 	NodeWrite  Kind = "node"        // a write of a node
+	RuleStatus Kind = "rule-status" // a write of a DeviceTaintRule's status
 	Other      Kind = "other-write" // anything else on record
 )
 
@@ -177,6 +178,8 @@ func newRequest(ev *auditEvent) *Request {
 		r.Kind = EventWrite
 	case ref.APIGroup == "" && ref.Resource == "nodes":
 		r.Kind = NodeWrite
+	case ref.APIGroup == "resource.k8s.io" && ref.Resource == "devicetaintrules" && ref.Subresource == "status":
+		r.Kind = RuleStatus
 	}
 	return r
 }

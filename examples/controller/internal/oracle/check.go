@@ -48,6 +48,10 @@ type Eviction struct {
 	Identity        string    // the replica that wrote it
 	Fault           string    // the fault window the deadline fell in, if any
 	Refused         int       // the controller's evictions of it a disruption budget refused (429)
+	// Taint is the taint whose countdown ended at Deadline: "key:effect" of
+	// a node taint, or "device driver/pool/name key:effect (its slice)" or
+	// "(rule name)" of a device taint.
+	Taint string
 }
 
 // Late is how long after it was due the pod was removed (negative when
@@ -66,7 +70,8 @@ type Report struct {
 	Violations  []string
 	Evictions   []Eviction
 	Transitions []Transition
-	// Writes counts the controller's writes to pods checked, by kind.
+	// Writes counts the controller's writes checked (to pods and to
+	// DeviceTaintRules' status), by kind.
 	Writes map[Kind]int
 	// Replicas are the identities seen writing.
 	Replicas []string
@@ -84,6 +89,10 @@ type Report struct {
 	// evictions of the same pod after it: 0 when the controller saw the
 	// write done.
 	AfterLost map[string]int
+	// HeldRules says when the guard held which DeviceTaintRule (its
+	// NoExecute taint would evict more pods than the limit): its taint made
+	// no pod due then.
+	HeldRules []string
 }
 
 // input is everything the checks read.
@@ -93,8 +102,10 @@ type input struct {
 	requests  []Request
 	pods      map[types.UID][]podObs
 	nodes     map[string][]nodeObs
-	begin     time.Time // requests before it are another test's
-	end       time.Time // the watches' end
+	devices   deviceHistory
+	maxPods   []maxPodsChange // the guard's limit over time (default DefaultRuleMaxPods)
+	begin     time.Time       // requests before it are another test's
+	end       time.Time       // the watches' end
 	faults    []FaultWindow
 	lost      map[string]bool      // audit IDs whose answers were lost
 	excused   map[types.UID]bool   // pods the controller said it gave up
@@ -123,6 +134,9 @@ func check(in input) *Report {
 		rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...))
 	}
 
+	dev := newDeviceModel(in.devices, in.pods, in.namespace, in.maxPods)
+	rep.HeldRules = dev.heldRules()
+
 	// Pods by UID, and the UIDs each name had, in order.
 	lives := map[types.UID]*podLife{}
 	byName := map[string][]*podLife{}
@@ -131,7 +145,7 @@ func check(in input) *Report {
 		if p.Namespace != in.namespace {
 			continue
 		}
-		l := &podLife{uid: uid, namespace: p.Namespace, name: p.Name, first: obs[0].at, segs: timeline(obs, in.nodes, in.end), seenUntil: in.end}
+		l := &podLife{uid: uid, namespace: p.Namespace, name: p.Name, first: obs[0].at, segs: timeline(obs, in.nodes, dev, in.end), seenUntil: in.end}
 		for _, o := range obs {
 			if o.deleted || o.pod.DeletionTimestamp != nil {
 				l.deletion, l.deleter = o.at, "(watch)"
@@ -296,6 +310,7 @@ func check(in input) *Report {
 		}
 		checkLost(in, holder, l, rep, fail)
 	}
+	checkRuleStatus(in, holder, rep, fail)
 	for id := range replicas {
 		rep.Replicas = append(rep.Replicas, id)
 	}
@@ -350,7 +365,7 @@ func checkLost(in input, holder func(time.Time) string, l *podLife, rep *Report,
 			for i := len(l.segs) - 1; i >= 0; i-- {
 				if c := l.segs[i].c; !c.at.IsZero() {
 					rep.Evictions = append(rep.Evictions, Eviction{Namespace: l.namespace, Name: l.name, UID: l.uid,
-						Deadline: c.at, DueSince: c.at, Deleted: l.deletion, Identity: l.deleter, Refused: refused(l)})
+						Deadline: c.at, DueSince: c.at, Deleted: l.deletion, Identity: l.deleter, Refused: refused(l), Taint: c.taint})
 					return
 				}
 			}
@@ -397,7 +412,7 @@ func checkLost(in input, holder func(time.Time) string, l *podLife, rep *Report,
 				rep.Evictions = append(rep.Evictions, Eviction{
 					Namespace: l.namespace, Name: l.name, UID: l.uid,
 					Deadline: s.c.at, DueSince: dueSince, Deleted: l.deletion, Identity: l.deleter, Fault: fault,
-					Refused: refused(l),
+					Refused: refused(l), Taint: s.c.taint,
 				})
 			}
 			return

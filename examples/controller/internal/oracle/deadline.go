@@ -28,12 +28,7 @@ func taintID(t *corev1.Taint) string { return t.Key + ":" + string(t.Effect) }
 // at its first TimeAdded) and podSeen when the pod was first seen on the
 // node.
 func decide(pod *corev1.Pod, taints []corev1.Taint, taintSeen, firstAdded map[string]time.Time, podSeen time.Time) due {
-	bound, podUnknown := podSeen, true
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
-			bound, podUnknown = c.LastTransitionTime.Time, false
-		}
-	}
+	bound, podUnknown := boundAt(pod, podSeen)
 	var out due
 	for i := range taints {
 		t := &taints[i]
@@ -79,6 +74,18 @@ func decide(pod *corev1.Pod, taints []corev1.Taint, taintSeen, firstAdded map[st
 	return out
 }
 
+// boundAt is when pod was bound: its PodScheduled condition's time, else
+// podSeen, its first sight on its node (unknown).
+func boundAt(pod *corev1.Pod, podSeen time.Time) (bound time.Time, unknown bool) {
+	bound, unknown = podSeen, true
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			bound, unknown = c.LastTransitionTime.Time, false
+		}
+	}
+	return bound, unknown
+}
+
 // segment is a stretch of a pod's history with one deadline: from its start
 // until the next state. c.at zero means the pod was not due in it.
 type segment struct {
@@ -86,14 +93,25 @@ type segment struct {
 	c        due
 }
 
-// timeline walks one pod's states (its own and its node's, merged by time)
-// and returns its segments, applying the rule that a deadline moves later
-// only when its taint leaves the node. The last segment ends at end, or at
-// the pod's deletion, whichever is first.
-func timeline(obs []podObs, nodes map[string][]nodeObs, end time.Time) []segment {
+// timeline walks one pod's states (its own, its node's and, with dev, its
+// devices', merged by time) and returns its segments, applying the rule
+// that a deadline of a node taint moves later only when its taint leaves
+// the node; a device taint's deadline is the earliest of its device taints'
+// in each state (their starts and the tolerations, fixed at allocation,
+// already fix it), and the pod's the earlier of both. The last segment
+// ends at end, or at the pod's deletion, whichever is first.
+func timeline(obs []podObs, nodes map[string][]nodeObs, dev *deviceModel, end time.Time) []segment {
 	var times []time.Time
 	for _, o := range obs {
 		times = append(times, o.at)
+	}
+	devices := dev != nil && usesClaims(obs)
+	if devices {
+		for _, t := range append(dev.claimTimes(obs), dev.times...) {
+			if !t.Before(obs[0].at) && t.Before(end) {
+				times = append(times, t)
+			}
+		}
 	}
 	var nodeName string
 	for _, o := range obs {
@@ -112,7 +130,7 @@ func timeline(obs []podObs, nodes map[string][]nodeObs, end time.Time) []segment
 
 	var (
 		segs       []segment
-		c          due
+		c, cn      due // the pod's deadline, and its node taints'
 		pi, ni     = 0, 0
 		taintSeen  = map[string]time.Time{}
 		firstAdded = map[string]time.Time{}
@@ -163,11 +181,18 @@ func timeline(obs []podObs, nodes map[string][]nodeObs, end time.Time) []segment
 		}
 		switch {
 		case d.at.IsZero():
-			c = due{}
-		case !c.at.IsZero() && d.at.After(c.at) && hasTaint(node, c.taint):
+			cn = due{}
+		case !cn.at.IsZero() && d.at.After(cn.at) && hasTaint(node, cn.taint):
 			// Kept: a longer toleration does not postpone a deadline.
 		default:
-			c = d
+			cn = d
+		}
+		c = cn
+		if devices && podNode != "" && !o.deleted && o.pod.DeletionTimestamp == nil {
+			bound, unknown := boundAt(o.pod, podSeen)
+			if dd := dev.decide(o.pod, bound, unknown, t); !dd.at.IsZero() && (c.at.IsZero() || dd.at.Before(c.at)) {
+				c = dd
+			}
 		}
 		if n := len(segs); n > 0 {
 			segs[n-1].to = t

@@ -2,7 +2,8 @@
 // API server's own record, not the controller's word: the server's audit
 // log (internal/testenv writes one) says which replica wrote what to which
 // pod, when, with which UID precondition and with what answer; a watch of
-// the pods and nodes says what each pod's deadline was.
+// the pods, the nodes and the DRA objects (ResourceSlices, the namespace's
+// ResourceClaims, DeviceTaintRules) says what each pod's deadline was.
 //
 // # Deadlines
 //
@@ -17,6 +18,19 @@
 // moves later only when the taint it counts down for leaves the node (a
 // longer toleration does not postpone it); an earlier one replaces it.
 // Matching is k8s.io/api's Toleration.ToleratesTaint, not taintkit's.
+//
+// A pod's devices (those its ResourceClaims allocate while reserved for it)
+// have deadlines too, modelled here from Kubernetes' rules and the
+// controller's, not by calling taintkit: each NoExecute taint of an
+// allocated device (in its pool's newest slices, or from a DeviceTaintRule
+// that selects it) counts down from the later of its TimeAdded and the
+// pod's binding, for the smallest seconds of the allocation's tolerations
+// that tolerate it (an empty effect tolerates NoExecute; nil seconds: for
+// ever; none: at once). The pod is due at the earlier of its node taints'
+// deadline and its devices'. The guard holds a DeviceTaintRule whose
+// NoExecute taint would evict more pods than --device-taint-rule-max-pods
+// ([Oracle.RuleMaxPods]; computed from the objects, not read from the
+// rule's status): its taint makes no pod due while held.
 //
 // # Checks
 //
@@ -33,8 +47,9 @@
 //     evicted again only after the server refused the previous request or
 //     its answer was lost ([Oracle.AnswerLost], or a server killed before
 //     it answered);
-//   - one writer: no replica writes to a pod while another replica is the
-//     last to have written the Lease (acquired or renewed it).
+//   - one writer: no replica writes to a pod, or to a DeviceTaintRule's
+//     status, while another replica is the last to have written the Lease
+//     (acquired or renewed it).
 //
 // The controller's requests are told by their User-Agent,
 // "taintkit-noexecute/VERSION (IDENTITY)"; a write to a pod by the

@@ -33,14 +33,15 @@ type nodeObs struct {
 // delivering the states they missed as updates: the times are when the
 // oracle learnt of a state, never before the server had it.
 type history struct {
-	mu    sync.Mutex
-	pods  map[types.UID][]podObs
-	nodes map[string][]nodeObs
-	end   time.Time // when the watches stopped; zero while they run
+	mu      sync.Mutex
+	pods    map[types.UID][]podObs
+	nodes   map[string][]nodeObs
+	devices deviceHistory
+	end     time.Time // when the watches stopped; zero while they run
 }
 
 func newHistory() *history {
-	return &history{pods: map[types.UID][]podObs{}, nodes: map[string][]nodeObs{}}
+	return &history{pods: map[types.UID][]podObs{}, nodes: map[string][]nodeObs{}, devices: newDeviceHistory()}
 }
 
 func (h *history) pod(obj any, deleted bool) {
@@ -76,17 +77,11 @@ func (h *history) node(obj any, deleted bool) {
 	h.nodes[n.Name] = append(h.nodes[n.Name], nodeObs{at: now, node: n})
 }
 
-// watch runs informers for the pods of namespace and for every node until
-// ctx ends, and returns once both have listed. done is closed when they have
+// watch runs informers for the pods of namespace, for every node and for
+// the DRA objects ([history.watchDevices]) until ctx ends, and returns once
+// all have listed. done is closed when they have
 // stopped.
 func (h *history) watch(ctx context.Context, c kubernetes.Interface, namespace string) (done <-chan struct{}, err error) {
-	handlers := func(f func(any, bool)) cache.ResourceEventHandlerFuncs {
-		return cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { f(obj, false) },
-			UpdateFunc: func(_, obj any) { f(obj, false) },
-			DeleteFunc: func(obj any) { f(obj, true) },
-		}
-	}
 	_, pods := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: &cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -111,9 +106,14 @@ func (h *history) watch(ctx context.Context, c kubernetes.Interface, namespace s
 		ObjectType: &corev1.Node{},
 		Handler:    handlers(h.node),
 	})
+	informers := append([]cache.Controller{pods, nodes}, h.watchDevices(c, namespace)...)
+	synced := make([]cache.InformerSynced, 0, len(informers))
+	for _, inf := range informers {
+		synced = append(synced, inf.HasSynced)
+	}
 	stopped := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, inf := range []cache.Controller{pods, nodes} {
+	for _, inf := range informers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -124,14 +124,24 @@ func (h *history) watch(ctx context.Context, c kubernetes.Interface, namespace s
 		wg.Wait()
 		close(stopped)
 	}()
-	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, nodes.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return stopped, fmt.Errorf("oracle: the watches did not list: %w", context.Cause(ctx))
 	}
 	return stopped, nil
 }
 
+// handlers calls f with every object an informer delivers, and whether it
+// was deleted.
+func handlers(f func(any, bool)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { f(obj, false) },
+		UpdateFunc: func(_, obj any) { f(obj, false) },
+		DeleteFunc: func(obj any) { f(obj, true) },
+	}
+}
+
 // snapshot returns copies of the observations, and when they end.
-func (h *history) snapshot() (map[types.UID][]podObs, map[string][]nodeObs, time.Time) {
+func (h *history) snapshot() (map[types.UID][]podObs, map[string][]nodeObs, deviceHistory, time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	pods := make(map[types.UID][]podObs, len(h.pods))
@@ -146,5 +156,5 @@ func (h *history) snapshot() (map[types.UID][]podObs, map[string][]nodeObs, time
 	if end.IsZero() {
 		end = time.Now()
 	}
-	return pods, nodes, end
+	return pods, nodes, h.devices.clone(), end
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,11 +47,14 @@ type Oracle struct {
 	excused map[types.UID]bool
 	started map[string]time.Time
 	dryRun  bool
+	maxPods []maxPodsChange
 }
 
 // Start starts watching and returns once the watches have listed. Start it
-// before the pods, their nodes and the controller, so that it sees every
-// first sight the controller does.
+// before the pods, their nodes, their DRA objects and the controller, so
+// that it sees every first sight the controller does. The API server must
+// serve ResourceSlices, ResourceClaims and DeviceTaintRules in
+// resource.k8s.io/v1, as Kubernetes 1.37 does by default.
 func Start(ctx context.Context, opts Options) (*Oracle, error) {
 	if opts.Lease == "" {
 		opts.Lease = "kube-system/taintkit-noexecute"
@@ -134,6 +138,19 @@ func (o *Oracle) DryRun() {
 	o.dryRun = true
 }
 
+// RuleMaxPods records that from at on the controller runs with
+// --device-taint-rule-max-pods=n (0: no limit). Until the first call the
+// checks assume the flag's default, [DefaultRuleMaxPods]. The checks compute
+// which DeviceTaintRules the guard holds from the watched objects and the
+// limit, not from the rules' status: a pod due only through a held rule's
+// taint is not due (evicting it is early, keeping it is no loss), and
+// [Report].HeldRules says when each was held.
+func (o *Oracle) RuleMaxPods(at time.Time, n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.maxPods = append(o.maxPods, maxPodsChange{at: at, n: n})
+}
+
 // EndWatch stops the watches now (Check does, if EndWatch was not called):
 // a test that stops its controller before it calls Check ends the record
 // first, so that a pod falling due while the controller shuts down is not
@@ -159,7 +176,7 @@ func (o *Oracle) Check() (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	pods, nodes, end := o.hist.snapshot()
+	pods, nodes, devices, end := o.hist.snapshot()
 	o.mu.Lock()
 	in := input{
 		namespace: o.opts.Namespace,
@@ -167,6 +184,8 @@ func (o *Oracle) Check() (*Report, error) {
 		requests:  requests,
 		pods:      pods,
 		nodes:     nodes,
+		devices:   devices,
+		maxPods:   slices.Clone(o.maxPods),
 		begin:     o.begin,
 		end:       end,
 		faults:    slices.Clone(o.faults),
@@ -214,6 +233,9 @@ func (r *Report) Summary() string {
 	}
 	if len(r.Held) > 0 {
 		s += fmt.Sprintf("; held by a disruption budget: %d", len(r.Held))
+	}
+	if len(r.HeldRules) > 0 {
+		s += "; " + strings.Join(r.HeldRules, "; ")
 	}
 	if len(r.Excused) > 0 {
 		s += fmt.Sprintf("; excused (the controller reported giving up): %v", r.Excused)

@@ -12,9 +12,13 @@ import (
 //   - Request (the request's body: the precondition UID) for the writes that
 //     remove a pod or say why it goes: pod deletes, pods/eviction creates,
 //     pods/status writes;
+//   - Request for the writes of DeviceTaintRules' status (the
+//     EvictionInProgress condition the controller wrote, and who wrote it);
 //   - Metadata (who, what, when, the answer's code) for Lease and Event
-//     writes, and for the other writes to pods and nodes, whose times tell
-//     when an object or a taint first existed;
+//     writes, and for the other writes to pods and nodes and to the DRA
+//     objects (ResourceSlices, ResourceClaims and their status,
+//     DeviceTaintRules, DeviceClasses), whose times tell when an object or
+//     a taint first existed;
 //   - nothing for reads, nor for anything else.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -36,8 +40,15 @@ rules:
   - group: ""
     resources: ["pods/status"]
   verbs: ["patch", "update"]
+- level: Request
+  resources:
+  - group: "resource.k8s.io"
+    resources: ["devicetaintrules/status"]
+  verbs: ["patch", "update"]
 - level: Metadata
   resources:
+  - group: "resource.k8s.io"
+    resources: ["resourceslices", "resourceclaims", "resourceclaims/status", "devicetaintrules", "deviceclasses"]
   - group: "coordination.k8s.io"
     resources: ["leases"]
   - group: ""
@@ -71,8 +82,9 @@ func auditFlags(dir, logPath string) ([]string, error) {
 // AuditLogPath returns the file of the API server's audit log: one JSON
 // audit.k8s.io/v1 Event a line, appended to across restarts
 // ([Env.KillAPIServer], [Env.StartAPIServer]). Its policy records pod
-// deletes, pods/eviction creates and pods/status writes with their request
-// bodies; Lease, Event, pod and node writes without; no reads.
+// deletes, pods/eviction creates, pods/status writes and DeviceTaintRules'
+// status writes with their request bodies; Lease, Event, pod, node and DRA
+// object writes without; no reads.
 func (e *Env) AuditLogPath() string {
 	return filepath.Join(e.dir, "audit.log")
 }
