@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,6 +39,9 @@ const gpuDriver = "gpu.example.com"
 
 // brokenKey is the key of the tests' device taints.
 const brokenKey = "example.com/broken"
+
+// deviceRuns counts the device tests run by this test binary.
+var deviceRuns atomic.Int64
 
 var deviceRBACOnce struct {
 	sync.Once
@@ -89,13 +93,15 @@ func applyDeviceRBAC(ctx context.Context, env *testenv.Env) error {
 	return deviceRBACOnce.err
 }
 
-// setupDevices is setup for a device taint test: the namespace, the kubelet
+// setupDevices is setup for a device taint test: the namespace (ns and a
+// number), the kubelet
 // stand-in and the device RBAC. At the end it deletes the test's
 // ResourceSlices and DeviceTaintRules (cluster-scoped, labelled with the
 // namespace) and its claims. It runs without the oracle, which has no model
 // of device taints yet: it would judge every device eviction early.
 func setupDevices(t *testing.T, ns string) *harness {
 	t.Helper()
+	ns = fmt.Sprintf("%s-%d", ns, deviceRuns.Add(1)) // a namespace per run: go test -count
 	h := setupNamespace(t, ns, false)
 	require.NoError(t, applyDeviceRBAC(h.ctx, h.env))
 	t.Cleanup(func() {
