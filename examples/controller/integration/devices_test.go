@@ -41,7 +41,7 @@ func TestDeviceTaintUntoleratedEvicts(t *testing.T) {
 
 	slice := h.taintSlice(pool, "gpu-0", brokenTaint())
 	added := slice.Spec.Devices[0].Taints[0].TimeAdded
-	h.assertGoneAt(ctrl, w, deviceDeadline(t, pod, added, 0))
+	t.Logf("untolerated: gone %s after the taint's TimeAdded", ms(h.assertGoneAt(ctrl, w, deviceDeadline(t, pod, added, 0))))
 
 	dt := w.disruptionTarget()
 	require.NotNil(t, dt, "the pod never carried a DisruptionTarget condition")
