@@ -338,3 +338,46 @@ func TestDeviceTaintLeaderChange(t *testing.T) {
 	_, ok := first.deleteCalled(pod.UID)
 	assert.False(t, ok, "the stopped leader deleted the pod")
 }
+
+// The guard counts whenever the set changes: a rule within the limit (2
+// pods tolerating it 30 s, --device-taint-rule-max-pods=2) that a third
+// claim on its devices takes past it stops: the countdowns running are
+// cancelled and its status says TooManyPods. The claim's removal releases
+// it, and the countdowns resume with their original deadlines.
+func TestDeviceTaintRuleGuardGrowth(t *testing.T) {
+	const toleration = 30 * time.Second
+	h := setupDevices(t, "it-dev-growth")
+	node := h.node("node")
+	pool := h.ns
+	h.slice(pool, node, []string{"gpu-0", "gpu-1", "gpu-2"}, nil)
+	tol := tolerateBroken(toleration, resourcev1.DeviceTaintEffectNoExecute)
+	p0 := devicePod{name: "p0", node: node, pool: pool, device: "gpu-0", deviceTolerations: tol}.create(h)
+	p1 := devicePod{name: "p1", node: node, pool: pool, device: "gpu-1", deviceTolerations: tol}.create(h)
+	ctrl := h.startController(true, nil, withDeviceTaints(2))
+	rule := h.rule("pool", poolSelector(pool), brokenTaint())
+	for _, p := range []*corev1.Pod{p0, p1} {
+		_, err := h.waitForEventReason(h.ctx, p, tolerations.EventReasonDeviceTaintManagerEviction, "Scheduled for deletion at ")
+		require.NoError(t, err, "no countdown for %s", p.Name)
+	}
+	require.Len(t, ctrl.debugEvictions(t), 2)
+
+	p2 := devicePod{name: "p2", node: node, pool: pool, device: "gpu-2", deviceTolerations: tol}.create(h)
+	for _, p := range []*corev1.Pod{p0, p1} {
+		_, err := h.waitForEventReason(h.ctx, p, tolerations.EventReasonDeviceTaintManagerEviction, "Cancelling deletion of Pod ")
+		require.NoError(t, err, "the countdown of %s not cancelled", p.Name)
+	}
+	assert.Empty(t, ctrl.debugEvictions(t), "a held rule schedules nothing")
+	cond, err := h.waitForRuleCondition(h.ctx, rule.Name, func(c metav1.Condition) bool { return c.Reason == "TooManyPods" })
+	require.NoError(t, err)
+	assert.Contains(t, cond.Message, "3 pods would be evicted in 1 namespace")
+
+	// p2 leaves: back within the limit, the countdowns resume where they were.
+	require.NoError(t, h.c.CoreV1().Pods(h.ns).Delete(h.ctx, p2.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+	require.Eventually(t, func() bool { return len(ctrl.debugEvictions(t)) == 2 }, 5*time.Second, 50*time.Millisecond)
+	for _, e := range ctrl.debugEvictions(t) {
+		pod := map[string]*corev1.Pod{"p0": p0, "p1": p1}[e.Name]
+		require.NotNil(t, pod, "/debug/evictions lists %s", e.Name)
+		assert.Equal(t, deviceDeadline(t, pod, rule.Spec.Taint.TimeAdded, toleration).UTC().Format(time.RFC3339Nano), e.Deadline)
+		assert.Equal(t, rule.Name, e.Rule)
+	}
+}
