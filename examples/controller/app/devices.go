@@ -89,10 +89,10 @@ func (c *cluster) addDevices(maxPods int, log logr.Logger) error {
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
 	}{
-		{x.slices, typedHandler(x.sliceChanged, log)},
-		{x.rules, typedHandler(x.ruleChanged, log)},
-		{x.claims, typedHandler(x.claimChanged, log)},
-		{c.pods, typedHandler(x.podChanged, log)},
+		{x.slices, eventHandler(x.sliceChanged, log)},
+		{x.rules, eventHandler(x.ruleChanged, log)},
+		{x.claims, eventHandler(x.claimChanged, log)},
+		{c.pods, eventHandler(x.podChanged, log)},
 	} {
 		reg, err := h.informer.AddEventHandler(h.handler)
 		if err != nil {
@@ -452,31 +452,6 @@ func (x *devices) decideAgain(namespace, name string) {
 func (x *devices) statusChanged(rule string) {
 	if t := x.target.Load(); t != nil && t.ruleChanged != nil {
 		t.ruleChanged(rule)
-	}
-}
-
-// typedHandler turns an informer's events into calls of update: old is nil
-// for an addition, new is nil for a deletion.
-func typedHandler[T any](update func(old, new T), log logr.Logger) cache.ResourceEventHandler {
-	var zero T
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if o, ok := obj.(T); ok {
-				update(zero, o)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			old, ok1 := oldObj.(T)
-			o, ok2 := newObj.(T)
-			if ok1 && ok2 {
-				update(old, o)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if o, ok := deleted[T](obj, log); ok {
-				update(o, zero)
-			}
-		},
 	}
 }
 

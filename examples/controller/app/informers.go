@@ -165,12 +165,13 @@ func podHandler(u updates, log logr.Logger) cache.ResourceEventHandler {
 }
 
 // eventHandler turns an informer's events into calls of update: old is nil
-// for an addition, new is nil for a deletion.
-func eventHandler[T *v1.Node | *v1.Pod](update func(old, new T), log logr.Logger) cache.ResourceEventHandler {
+// (T's zero value) for an addition, new is nil for a deletion.
+func eventHandler[T any](update func(old, new T), log logr.Logger) cache.ResourceEventHandler {
+	var none T
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if o, ok := obj.(T); ok {
-				update(nil, o)
+				update(none, o)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -182,7 +183,7 @@ func eventHandler[T *v1.Node | *v1.Pod](update func(old, new T), log logr.Logger
 		},
 		DeleteFunc: func(obj any) {
 			if o, ok := deleted[T](obj, log); ok {
-				update(o, nil)
+				update(o, none)
 			}
 		},
 	}

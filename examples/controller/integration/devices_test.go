@@ -8,10 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -155,14 +153,7 @@ func TestDeviceTaintEvictionAPIOneAtATime(t *testing.T) {
 			labels: map[string]string{"app": "web"}, ready: true}.create(h)
 		watches[name] = h.watchPod(pod)
 	}
-	_, err := h.c.PolicyV1().PodDisruptionBudgets(h.ns).Create(h.ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "web"},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: ptr.To(intstr.FromInt32(2)),
-			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	h.webPDB(2)
 	h.pdbStatus("web", 3, 3, 2, 1, func(string) bool { return true })
 	ctrl := h.startController(true, nil, withDeviceTaints(100), func(o *app.Options) { o.UseEvictionAPI = true })
 	start := time.Now()
