@@ -31,8 +31,14 @@ type PendingEvictionJSON struct {
 	Node string `json:"node"`
 	// Taint is the NoExecute taint whose countdown ends at Deadline, as
 	// key=value:effect (key:effect without a value); empty if the taint is
-	// no longer on the node.
+	// no longer on the node or the device.
 	Taint string `json:"taint"`
+	// Device is the DRA device whose taint Taint is, as driver/pool/device;
+	// empty for a node's taint.
+	Device string `json:"device,omitempty"`
+	// Rule is the DeviceTaintRule that put Taint on Device; empty for a
+	// node's taint or a taint of the device's ResourceSlice.
+	Rule string `json:"rule,omitempty"`
 	// Deadline is when the pod is due to go, in RFC 3339 (UTC, with
 	// fractional seconds when there are any). Refusals, retries and budget
 	// waits do not move it.
@@ -58,6 +64,8 @@ func NewPendingEvictionJSON(p manager.PendingEviction) PendingEvictionJSON {
 		Attempts:  p.Attempts,
 		LastError: p.LastError,
 		Failed:    p.Failed,
+		Device:    p.Device.String(),
+		Rule:      p.Rule,
 	}
 	if p.Taint.Key != "" {
 		out.Taint = p.Taint.ToString()

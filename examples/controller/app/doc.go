@@ -23,6 +23,20 @@
 // second, optionally per namespace; Options.DryRun decides and counts but
 // writes nothing to pods. Each maps to a field of the manager's Config.
 //
+// # Device taints
+//
+// With Options.DeviceTaints, Run also watches ResourceSlices,
+// DeviceTaintRules and ResourceClaims (caching only what it reads) and gives
+// the manager each pod's allocated devices with their taints (a
+// tolerations.DeviceTaints): one decision per pod of its node's and its
+// devices' taints, one eviction path. The leader writes each rule's
+// EvictionInProgress status (server-side apply of devicetaintrules/status,
+// at most every 10 s a rule, as upstream words it). A rule whose NoExecute
+// taint would evict more than Options.DeviceTaintRuleMaxPods pods is held
+// (it evicts nothing; status TooManyPods, a Warning event in namespace
+// default), counted again whenever a rule, a claim or a pod changes, on
+// every replica.
+//
 // # Replicas
 //
 // With leader election (the default) the manager runs only while the
@@ -55,6 +69,8 @@
 // deletes pods (without UseEvictionAPI, or for its fallback), creates
 // pods/eviction (with UseEvictionAPI), creates and patches events, creates
 // TokenReviews and SubjectAccessReviews (with MetricsSecure), and gets,
-// creates and updates its Lease; deploy/ in this module and its components
-// grant exactly that.
+// creates and updates its Lease; with DeviceTaints it lists and watches
+// resourceslices, resourceclaims and devicetaintrules and patches
+// devicetaintrules/status. deploy/ in this module and its components grant
+// exactly that.
 package app

@@ -25,6 +25,9 @@ type cluster struct {
 	pods       cache.SharedIndexInformer
 	nodeLister corelisters.NodeLister
 	podLister  corelisters.PodLister
+	// devices is the view of DRA devices, with --device-taints; nil
+	// without.
+	devices *devices
 	// countdowns remembers what the objects do not say (first sights, the
 	// earliest TimeAdded of a taint refreshed in place, the deadlines a
 	// leader keeps), fed by the informers from their start, whether this
@@ -32,11 +35,13 @@ type cluster struct {
 	countdowns *tolerations.Countdowns
 }
 
-func newCluster(client kubernetes.Interface, log logr.Logger) (*cluster, error) {
+// newCluster sets up the informers, and with o.DeviceTaints those of DRA
+// devices ([devices]).
+func newCluster(client kubernetes.Interface, o Options, log logr.Logger) (*cluster, error) {
 	// No resync: the manager is level-triggered on changes, and a resync
 	// would only re-queue every pod for nothing.
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTransform(stripManagedFields))
+		informers.WithTransform(trim))
 	nodes := factory.Core().V1().Nodes()
 	pods := factory.Core().V1().Pods()
 	if err := pods.Informer().AddIndexers(cache.Indexers{nodeNameIndex: podNodeName}); err != nil {
@@ -56,6 +61,11 @@ func newCluster(client kubernetes.Interface, log logr.Logger) (*cluster, error) 
 	}
 	if _, err := c.pods.AddEventHandler(c.observePods(log)); err != nil {
 		return nil, fmt.Errorf("app: add pod handler: %w", err)
+	}
+	if o.DeviceTaints {
+		if err := c.addDevices(o.DeviceTaintRuleMaxPods, log); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
 }
@@ -96,13 +106,15 @@ func (c *cluster) observePods(log logr.Logger) cache.ResourceEventHandler {
 	}, log)
 }
 
-// stripManagedFields drops the objects' managedFields before they are
-// cached: the manager never reads them, and with many pods they are a good
-// part of the cache's memory.
-func stripManagedFields(obj any) (any, error) {
+// trim drops the objects' managedFields before they are cached: the
+// manager never reads them, and with many pods they are a good part of the
+// cache's memory. Of ResourceSlices and ResourceClaims it keeps only what
+// the controller reads (trimDeviceObjects).
+func trim(obj any) (any, error) {
 	if acc, err := meta.Accessor(obj); err == nil {
 		acc.SetManagedFields(nil)
 	}
+	trimDeviceObjects(obj)
 	return obj, nil
 }
 
@@ -153,12 +165,13 @@ func podHandler(u updates, log logr.Logger) cache.ResourceEventHandler {
 }
 
 // eventHandler turns an informer's events into calls of update: old is nil
-// for an addition, new is nil for a deletion.
-func eventHandler[T *v1.Node | *v1.Pod](update func(old, new T), log logr.Logger) cache.ResourceEventHandler {
+// (T's zero value) for an addition, new is nil for a deletion.
+func eventHandler[T any](update func(old, new T), log logr.Logger) cache.ResourceEventHandler {
+	var none T
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if o, ok := obj.(T); ok {
-				update(nil, o)
+				update(none, o)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -170,7 +183,7 @@ func eventHandler[T *v1.Node | *v1.Pod](update func(old, new T), log logr.Logger
 		},
 		DeleteFunc: func(obj any) {
 			if o, ok := deleted[T](obj, log); ok {
-				update(o, nil)
+				update(o, none)
 			}
 		},
 	}

@@ -127,6 +127,20 @@ type Options struct {
 	// namespace's backlog never delays another's evictions.
 	EvictionRatePerNamespace bool
 
+	// DeviceTaints also evicts pods from DRA devices with NoExecute taints
+	// they do not tolerate (ResourceSlices' device taints and
+	// DeviceTaintRules), through the same manager as node taints, and
+	// writes the rules' EvictionInProgress status: the job of
+	// kube-controller-manager's device-taint-eviction-controller. False, the
+	// default, watches no resource.k8s.io object.
+	DeviceTaints bool
+	// DeviceTaintRuleMaxPods is, with DeviceTaints, the most pods a
+	// DeviceTaintRule's NoExecute taint may evict: a rule that would evict
+	// more starts no eviction (its status says TooManyPods, with a Warning
+	// event) until it is narrowed or the limit raised. Zero means no limit.
+	// Slice taints are not limited.
+	DeviceTaintRuleMaxPods int
+
 	// The fields below have no flag: they are for programs and tests that
 	// call Run in process.
 
@@ -181,6 +195,10 @@ const (
 	// DefaultEvictionBurst is one: with an --eviction-rate, evictions are
 	// spread evenly, none start together.
 	DefaultEvictionBurst = 1
+	// DefaultDeviceTaintRuleMaxPods guards against a DeviceTaintRule that
+	// selects far more devices than meant (an empty selector selects every
+	// device in the cluster).
+	DefaultDeviceTaintRuleMaxPods = 100
 )
 
 // NewOptions returns the defaults: leader election on, with a unique
@@ -209,6 +227,7 @@ func NewOptions() Options {
 		EvictionFallbackAfter:  DefaultEvictionFallbackAfter,
 		EvictionRate:           DefaultEvictionRate,
 		EvictionBurst:          DefaultEvictionBurst,
+		DeviceTaintRuleMaxPods: DefaultDeviceTaintRuleMaxPods,
 	}
 }
 
@@ -226,6 +245,7 @@ const (
 	FlagsGeneric        = "generic"
 	FlagsLeaderElection = "leader election"
 	FlagsEviction       = "eviction"
+	FlagsDeviceTaints   = "device taints"
 	FlagsServing        = "serving"
 	FlagsLogging        = "logging"
 )
@@ -243,6 +263,7 @@ const (
 //	eviction:        --max-concurrent-evictions, --dry-run, --use-eviction-api,
 //	                 --eviction-fallback-after, --eviction-rate,
 //	                 --eviction-burst, --eviction-rate-per-namespace
+//	device taints:   --device-taints, --device-taint-rule-max-pods
 //	serving:         --metrics-bind-address, --metrics-secure,
 //	                 --metrics-cert-dir, --metrics-cert-name,
 //	                 --metrics-cert-key, --health-probe-bind-address
@@ -297,6 +318,12 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"With --eviction-rate: evictions that may start at once.")
 	fs.BoolVar(&o.EvictionRatePerNamespace, "eviction-rate-per-namespace", o.EvictionRatePerNamespace,
 		"With --eviction-rate: give each namespace a budget of its own (--eviction-rate and --eviction-burst each).")
+
+	fs = fss.FlagSet(FlagsDeviceTaints)
+	fs.BoolVar(&o.DeviceTaints, "device-taints", o.DeviceTaints,
+		"Also evict pods from DRA devices with NoExecute taints they do not tolerate (ResourceSlices and DeviceTaintRules), and write DeviceTaintRules' status, instead of kube-controller-manager's device-taint-eviction-controller.")
+	fs.IntVar(&o.DeviceTaintRuleMaxPods, "device-taint-rule-max-pods", o.DeviceTaintRuleMaxPods,
+		"With --device-taints: a DeviceTaintRule whose NoExecute taint would evict more pods than this starts no eviction until it is narrowed or the limit raised. 0 means no limit.")
 
 	fs = fss.FlagSet(FlagsServing)
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress,
@@ -412,6 +439,9 @@ func (o Options) Validate() error {
 	}
 	if o.EvictionRatePerNamespace && o.EvictionRate == 0 {
 		bad("--eviction-rate-per-namespace needs an --eviction-rate")
+	}
+	if o.DeviceTaintRuleMaxPods < 0 {
+		bad("--device-taint-rule-max-pods must not be negative, got %d", o.DeviceTaintRuleMaxPods)
 	}
 	return errors.Join(errs...)
 }

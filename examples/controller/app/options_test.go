@@ -70,13 +70,14 @@ func flagSet(o *app.Options) *pflag.FlagSet {
 func TestFlagsNamesAndSections(t *testing.T) {
 	o := app.NewOptions()
 	fss := o.Flags()
-	assert.Equal(t, []string{app.FlagsGeneric, app.FlagsLeaderElection, app.FlagsEviction, app.FlagsServing, app.FlagsLogging}, fss.Order)
+	assert.Equal(t, []string{app.FlagsGeneric, app.FlagsLeaderElection, app.FlagsEviction, app.FlagsDeviceTaints, app.FlagsServing, app.FlagsLogging}, fss.Order)
 	for section, names := range map[string][]string{
 		app.FlagsGeneric: {"kubeconfig", "kube-api-qps", "kube-api-burst", "events-qps", "events-burst", "shards", "shutdown-grace-period"},
 		app.FlagsLeaderElection: {"leader-elect", "leader-elect-lease-duration", "leader-elect-renew-deadline",
 			"leader-elect-retry-period", "leader-elect-resource-namespace", "leader-elect-resource-name"},
 		app.FlagsEviction: {"max-concurrent-evictions", "dry-run", "use-eviction-api", "eviction-fallback-after",
 			"eviction-rate", "eviction-burst", "eviction-rate-per-namespace"},
+		app.FlagsDeviceTaints: {"device-taints", "device-taint-rule-max-pods"},
 		app.FlagsServing: {"metrics-bind-address", "metrics-secure", "metrics-cert-dir", "metrics-cert-name",
 			"metrics-cert-key", "health-probe-bind-address"},
 		app.FlagsLogging: {"v", "vmodule", "logtostderr"},
@@ -91,6 +92,8 @@ func TestFlagsNamesAndSections(t *testing.T) {
 	// The defaults shown by -help are NewOptions'.
 	for name, want := range map[string]string{
 		"leader-elect":                    "true",
+		"device-taints":                   "false",
+		"device-taint-rule-max-pods":      "100",
 		"leader-elect-lease-duration":     "15s",
 		"leader-elect-renew-deadline":     "10s",
 		"leader-elect-retry-period":       "2s",

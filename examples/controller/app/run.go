@@ -177,7 +177,7 @@ func run(ctx context.Context, cs clients, o Options) error {
 		o.Listening(srv.addrs())
 	}
 
-	cl, err := newCluster(cs.api, log)
+	cl, err := newCluster(cs.api, o, log)
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,11 @@ func run(ctx context.Context, cs clients, o Options) error {
 	}()
 	cl.factory.Start(informerCtx.Done())
 	// WaitFor reacts as soon as they sync; it does not poll.
-	if !cache.WaitFor(ctx, "informer caches", cl.nodes.HasSyncedChecker(), cl.pods.HasSyncedChecker()) {
+	synced := []cache.DoneChecker{cl.nodes.HasSyncedChecker(), cl.pods.HasSyncedChecker()}
+	if cl.devices != nil {
+		synced = append(synced, cl.devices.hasSynced()...)
+	}
+	if !cache.WaitFor(ctx, "informer caches", synced...) {
 		log.Info("Stopped before the informer caches synced")
 		return nil
 	}
@@ -229,7 +233,7 @@ func (c *controller) runManager(ctx context.Context, lost <-chan struct{}) error
 	// The pod client reads the informer's pods unchanged: the conditions
 	// it keeps and the pod it hands BeforeDelete are the API server's.
 	cachedPod := func(namespace, name string) (*v1.Pod, error) { return c.cluster.podLister.Pods(namespace).Get(name) }
-	m, err := manager.New(manager.Config{
+	cfg := manager.Config{
 		GetNode:    c.cluster.getNode,
 		GetPod:     c.cluster.getPod,
 		PodsOnNode: c.cluster.podsOnNode,
@@ -251,7 +255,14 @@ func (c *controller) runManager(ctx context.Context, lost <-chan struct{}) error
 		Metrics:                  c.metrics,
 		QueueMetrics:             c.metrics.Queue(),
 		DispatcherMetrics:        c.metrics.Dispatcher(),
-	})
+	}
+	devs := c.cluster.devices
+	if devs != nil {
+		// One manager for node and device taints: one decision per pod, one
+		// eviction path (budgets, Eviction API, dry run, the fence).
+		cfg.Devices, cfg.Evicted = devs.podDevices, devs.evicted
+	}
+	m, err := manager.New(cfg)
 	if err != nil {
 		return fmt.Errorf("app: %w", err)
 	}
@@ -268,6 +279,25 @@ func (c *controller) runManager(ctx context.Context, lost <-chan struct{}) error
 		defer close(stopped)
 		m.Run(managerCtx)
 	}()
+	if devs != nil {
+		// The rules' status is the leader's to write, while its manager
+		// runs; the device handlers tell both of their changes from now on.
+		rs := newRuleStatus(devs, c.client, c.recorder, c.log, c.o.DryRun)
+		devs.setTarget(&deviceTarget{devicesChanged: m.DevicesChanged, ruleChanged: rs.add})
+		for _, r := range devs.taints.Rules() {
+			rs.add(r.Name)
+		}
+		statusDone := make(chan struct{})
+		go func() {
+			defer close(statusDone)
+			rs.run(managerCtx)
+		}()
+		defer func() {
+			devs.setTarget(nil)
+			stopManager()
+			<-statusDone
+		}()
+	}
 	// Handlers added to running informers are first told of every object
 	// in the cache, as additions: the manager starts from the whole state.
 	var regs []func()

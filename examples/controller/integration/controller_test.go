@@ -111,6 +111,12 @@ type harness struct {
 // controller does not meet them.
 func setup(t *testing.T, ns string) *harness {
 	t.Helper()
+	return setupNamespace(t, ns, true)
+}
+
+// setupNamespace is setup, with or without the oracle.
+func setupNamespace(t *testing.T, ns string, withOracle bool) *harness {
+	t.Helper()
 	env := testenv.Shared(t)
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	t.Cleanup(cancel)
@@ -121,9 +127,12 @@ func setup(t *testing.T, ns string) *harness {
 	f, err := testenv.StartPodFinaliser(ctx, c, ns)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, f.Stop(), "the kubelet stand-in failed to finish a deletion") })
-	o, err := oracle.Start(ctx, oracle.Options{Client: c, AuditLog: env.AuditLogPath(), Namespace: ns})
-	require.NoError(t, err)
-	t.Cleanup(func() { o.Verify(t) }) // after the controller stopped (cleanups run last first)
+	var o *oracle.Oracle
+	if withOracle {
+		o, err = oracle.Start(ctx, oracle.Options{Client: c, AuditLog: env.AuditLogPath(), Namespace: ns})
+		require.NoError(t, err)
+		t.Cleanup(func() { o.Verify(t) }) // after the controller stopped (cleanups run last first)
+	}
 	t.Cleanup(func() {
 		// The test's ctx may be over; cleaning up gets its own.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -158,6 +167,15 @@ type controller struct {
 
 	mu      sync.Mutex
 	deletes map[types.UID]time.Time // first BeforeDelete per pod UID
+
+	stopOnce sync.Once
+	stopRun  func(t *testing.T) // cancels Run's ctx and checks how it returned
+}
+
+// stop stops the Run (SIGTERM's way: its ctx is cancelled) and checks that
+// it returned nil within 30 s; the test's end does it if the test does not.
+func (ctrl *controller) stop(t *testing.T) {
+	ctrl.stopOnce.Do(func() { ctrl.stopRun(t) })
 }
 
 // startController runs app.Run as the ServiceAccount until the end of the
@@ -216,7 +234,7 @@ func (h *harness) startController(leaderElect bool, beforeDelete func(ctx contex
 		cancel()
 		t.Fatalf("Run returned before it listened: %v", err)
 	}
-	t.Cleanup(func() {
+	ctrl.stopRun = func(t *testing.T) {
 		cancel()
 		select {
 		case err := <-done:
@@ -225,7 +243,8 @@ func (h *harness) startController(leaderElect bool, beforeDelete func(ctx contex
 			t.Error("Run did not return within 30 s of its ctx being cancelled")
 		}
 		assert.Empty(t, ctrl.calls.forbiddenCalls(), "calls the API server refused the ServiceAccount")
-	})
+	}
+	t.Cleanup(func() { ctrl.stop(t) })
 	if leaderElect {
 		require.NoError(t, waitForLeader(h.ctx, h.c, ctrl.identity))
 	}

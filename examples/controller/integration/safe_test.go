@@ -39,6 +39,20 @@ func (h *harness) readyPod(name, node string, tolerations ...corev1.Toleration) 
 	return ready
 }
 
+// webPDB creates the PodDisruptionBudget "web" over the pods labelled
+// app=web, with minAvailable.
+func (h *harness) webPDB(minAvailable int32) {
+	h.t.Helper()
+	_, err := h.c.PolicyV1().PodDisruptionBudgets(h.ns).Create(h.ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "web"},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(minAvailable)),
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(h.t, err)
+}
+
 // pdbStatus writes the budget's status as the disruption controller of
 // kube-controller-manager would (there is none here): observed at the
 // current generation, with healthy pods counted and disruptedPods kept
@@ -98,14 +112,7 @@ func TestEvictionAPIHonoursPDBThenFallsBack(t *testing.T) {
 		pods[name] = h.readyPod(name, node)
 		watches[name] = h.watchPod(pods[name])
 	}
-	_, err := h.c.PolicyV1().PodDisruptionBudgets(h.ns).Create(h.ctx, &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: "web"},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: ptr.To(intstr.FromInt32(2)),
-			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	h.webPDB(2)
 	alive := func(string) bool { return true }
 	h.pdbStatus("web", 3, 3, 2, 1, alive)
 
@@ -115,7 +122,7 @@ func TestEvictionAPIHonoursPDBThenFallsBack(t *testing.T) {
 	})
 	taint := testenv.NoExecuteTaint("example.com/broken", "true")
 	tainted := time.Now()
-	_, err = testenv.TaintNode(h.ctx, h.c, node, taint)
+	_, err := testenv.TaintNode(h.ctx, h.c, node, taint)
 	require.NoError(t, err)
 
 	// One eviction accepted, and each of the two other pods refused.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
@@ -138,7 +139,12 @@ func (w *podWatch) disruptionTarget() *corev1.PodCondition {
 // count) whose message starts with prefix ("Marking for deletion",
 // "Cancelling deletion"), and returns it.
 func (h *harness) waitForEvent(ctx context.Context, pod *corev1.Pod, prefix string) (*corev1.Event, error) {
-	lw := h.eventListWatch(pod.Name)
+	return h.waitForEventReason(ctx, pod, tolerations.EventReasonTaintManagerEviction, prefix)
+}
+
+// waitForEventReason is waitForEvent for the events with reason.
+func (h *harness) waitForEventReason(ctx context.Context, pod *corev1.Pod, reason, prefix string) (*corev1.Event, error) {
+	lw := h.eventListWatch(pod.Name, reason)
 	var found *corev1.Event
 	match := func(obj any) bool {
 		e, ok := obj.(*corev1.Event)
@@ -165,7 +171,7 @@ func (h *harness) waitForEvent(ctx context.Context, pod *corev1.Pod, prefix stri
 // message starts with prefix.
 func (h *harness) events(name, prefix string) []corev1.Event {
 	h.t.Helper()
-	list, err := h.c.CoreV1().Events(h.ns).List(h.ctx, metav1.ListOptions{FieldSelector: eventSelector(name)})
+	list, err := h.c.CoreV1().Events(h.ns).List(h.ctx, metav1.ListOptions{FieldSelector: eventSelector(name, tolerations.EventReasonTaintManagerEviction)})
 	require.NoError(h.t, err)
 	var out []corev1.Event
 	for _, e := range list.Items {
@@ -176,16 +182,19 @@ func (h *harness) events(name, prefix string) []corev1.Event {
 	return out
 }
 
-func eventSelector(name string) string {
+func eventSelector(name, reason string) string {
 	return fields.Set{
 		"involvedObject.name": name,
-		"reason":              tolerations.EventReasonTaintManagerEviction,
+		"reason":              reason,
 	}.AsSelector().String()
 }
 
-func (h *harness) eventListWatch(name string) cache.ListerWatcher {
-	sel := eventSelector(name)
-	events := h.c.CoreV1().Events(h.ns)
+func (h *harness) eventListWatch(name, reason string) cache.ListerWatcher {
+	return eventListWatch(h.c.CoreV1().Events(h.ns), eventSelector(name, reason))
+}
+
+// eventListWatch lists and watches the events that sel selects.
+func eventListWatch(events typedcorev1.EventInterface, sel string) cache.ListerWatcher {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel

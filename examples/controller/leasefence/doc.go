@@ -13,7 +13,8 @@
 //
 // [Fence.Wrap] is a transport wrapper for [rest.Config.Wrap]: on a client
 // that writes pods or events, it checks the fence for every such write
-// (pods and their subresources, core and events.k8s.io events) as the
+// (pods and their subresources, core and events.k8s.io events, and
+// DeviceTaintRules, whose status a device taint controller writes) as the
 // request leaves for the network, after client-go's rate limiter and on
 // each of client-go's retries. A write the fence refuses never leaves: it
 // fails with an error that wraps [ErrExpired], as a request whose

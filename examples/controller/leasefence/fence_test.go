@@ -185,6 +185,11 @@ func TestFenced(t *testing.T) {
 		{"PATCH", "/api/v1/nodes/n", false},
 		{"POST", "/api/v1/namespaces/ns/configmaps", false},
 		{"POST", "/apis/example.com/v1/namespaces/ns/events", false}, // another group's "events"
+		{"PATCH", "/apis/resource.k8s.io/v1/devicetaintrules/r/status", true},
+		{"PUT", "/apis/resource.k8s.io/v1/devicetaintrules/r", true},
+		{"GET", "/apis/resource.k8s.io/v1/devicetaintrules/r", false},
+		{"PATCH", "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c/status", false},
+		{"PATCH", "/apis/example.com/v1/devicetaintrules/r", false}, // another group's
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			srv := &server{}

@@ -7,7 +7,8 @@ import (
 )
 
 // Wrap returns rt wrapped so that every write of a pod (its subresources
-// included) or of an event is sent only if [Fence.Allowed], checked as the
+// included), of an event or of a DeviceTaintRule (its status included) is
+// sent only if [Fence.Allowed], checked as the
 // request is handed to rt; a refused request does not reach rt, and fails
 // with an error wrapping [ErrExpired]. Other requests pass unchecked. Its
 // signature is that of [rest.Config.Wrap]'s argument. Put it closest to the
@@ -33,10 +34,11 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, fmt.Errorf("%w: %s %s not sent", ErrExpired, req.Method, req.URL.Path)
 }
 
-// fenced reports whether req writes a pod (or one of its subresources) or
-// an event: a request other than GET, HEAD or OPTIONS whose path has
-// api/v1/namespaces/NS/pods, api/v1/namespaces/NS/events or
-// apis/events.k8s.io/VERSION/namespaces/NS/events (after any prefix of the
+// fenced reports whether req writes a pod (or one of its subresources), an
+// event or a DeviceTaintRule: a request other than GET, HEAD or OPTIONS
+// whose path has api/v1/namespaces/NS/pods, api/v1/namespaces/NS/events,
+// apis/events.k8s.io/VERSION/namespaces/NS/events or
+// apis/resource.k8s.io/VERSION/devicetaintrules (after any prefix of the
 // server's URL).
 func fenced(req *http.Request) bool {
 	switch req.Method {
@@ -44,6 +46,11 @@ func fenced(req *http.Request) bool {
 		return false
 	}
 	segs := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	for i := 2; i < len(segs); i++ {
+		if segs[i] == "devicetaintrules" && segs[i-2] == "resource.k8s.io" && i >= 3 && segs[i-3] == "apis" {
+			return true
+		}
+	}
 	for i := 2; i+2 < len(segs); i++ {
 		if segs[i] != "namespaces" {
 			continue

@@ -57,8 +57,11 @@ type Config struct {
 	// Client sets conditions on pods and deletes them.
 	Client PodClient
 
-	// Recorder, if not nil, receives "Marking for deletion" and
-	// "Cancelling deletion" events. Nil records none.
+	// Recorder, if not nil, receives "Scheduled for deletion", "Marking for
+	// deletion" and "Cancelling deletion" events, with the reason
+	// tolerations.EventReasonTaintManagerEviction, or
+	// tolerations.EventReasonDeviceTaintManagerEviction for an eviction a
+	// device's taint decided. Nil records none.
 	Recorder EventRecorder
 	// Clock is the source of time for deadlines, the eviction queue and the
 	// dispatcher's retries. Nil means clock.RealClock{}.
@@ -78,6 +81,23 @@ type Config struct {
 	// leading or not (ObserveNode, ObservePod, ObservePodDeleted,
 	// ForgetNode), and gives it to each Manager it runs.
 	Countdowns *tolerations.Countdowns
+
+	// Devices, if not nil, returns the devices allocated to pod, each with
+	// the tolerations it was allocated with and the taints it has now
+	// (tolerations.AppendClaimDevices over the pod's claims). Every decision
+	// for the pod is then one for its node's taints and its devices' taints
+	// together, the earliest of both
+	// ([tolerations.Countdowns.DecideWithDevices]): a node update that
+	// decides Never does not cancel a device's eviction, nor the other way
+	// round. Nil decides from node taints only. It is called from handlers
+	// and evictions, concurrently, and must not block. Call
+	// [Manager.DevicesChanged] when what it returns for a pod may change.
+	Devices func(pod *v1.Pod) []tolerations.Device
+	// Evicted, if not nil, is called after the manager removed a pod (a
+	// delete or an eviction that succeeded; not in a dry run) with the
+	// decision it removed it for, from the eviction's goroutine. It must not
+	// block.
+	Evicted func(pod *v1.Pod, d tolerations.Decision)
 
 	// Shards is the number of handler workers. Zero means 8, as the
 	// original.

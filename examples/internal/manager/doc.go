@@ -65,6 +65,20 @@
 // errors, a UID conflict included, are retried by the timed queue with
 // exponential backoff, and each retry decides afresh.
 //
+// # Devices
+//
+// With [Config.Devices], a pod's decision is one for its node's taints and
+// the taints of the DRA devices allocated to it together
+// ([tolerations.Countdowns.DecideWithDevices]): the earliest wins, and a
+// change that ends one countdown (a node's taint leaving, a device's taint
+// leaving) cancels nothing while the other runs. [Manager.DevicesChanged]
+// decides a pod again when its devices' taints may have changed. An
+// eviction a device's taint decided goes through the same queue, budgets,
+// Eviction API and dry run as a node's; its events have the reason
+// DeviceTaintManagerEviction and name the device and the DeviceTaintRule,
+// and the DisruptionTarget condition's reason is
+// DeletionByDeviceTaintManager.
+//
 // # Safe eviction
 //
 // Each of these is a [Config] field, off by default (upstream behaviour):

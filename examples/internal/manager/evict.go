@@ -56,6 +56,7 @@ func (m *Manager) returned(key types.NamespacedName, err error) {
 	if err == nil {
 		// The eviction ended: the pod went, or no longer has to.
 		m.status.forget(key)
+		m.byDevice.forget(key)
 		return
 	}
 	switch _, found := m.evictions.GetWorker(key); {
@@ -116,7 +117,7 @@ func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error 
 	// records none. A deadline that has come for a taint still on the node
 	// is owed, whatever the pod's tolerations say now (short of forever): a
 	// longer toleration does not postpone an eviction.
-	d := m.countdowns.Recheck(node, pod)
+	d := m.recheck(node, pod)
 	reason := evictReason{d: d}
 	switch d.Action {
 	case tolerations.Never:
@@ -127,7 +128,7 @@ func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error 
 			l.Info("Eviction no longer due, dropping it", "pod", key)
 		}
 		if m.cfg.Recorder != nil {
-			m.event(key, pod.UID, v1.EventTypeNormal, "Cancelling deletion of Pod %s", key)
+			m.event(key, pod.UID, m.byDevice.has(key), v1.EventTypeNormal, "Cancelling deletion of Pod %s", key)
 		}
 		return nil
 	case tolerations.EvictAt:
@@ -175,9 +176,9 @@ func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error 
 			// Recorded on every attempt, retries included, as each attempt
 			// decides afresh that the pod must go (a retry may be for a
 			// recreated pod).
-			m.event(key, pod.UID, v1.EventTypeNormal, "Marking for deletion Pod %s", key)
+			m.markingForDeletion(key, pod.UID, d)
 		}
-		err = m.deletePod(ctx, key, pod)
+		err = m.deletePod(ctx, key, pod, d)
 	}
 	m.status.endRemoval(key, pod.UID, err == nil)
 	switch {
@@ -192,6 +193,9 @@ func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error 
 			m.stats.deleted.Add(1)
 		}
 		m.observeDelay(deadline, now)
+		if m.cfg.Evicted != nil {
+			m.cfg.Evicted(pod, d)
+		}
 	case apierrors.IsNotFound(err):
 		m.stats.gone.Add(1)
 	case apierrors.IsConflict(err):
@@ -209,16 +213,21 @@ func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error 
 }
 
 // deletePod sets the pod's DisruptionTarget condition and deletes it, both
-// only if it is still the pod with the UID read.
-func (m *Manager) deletePod(ctx context.Context, key types.NamespacedName, pod *v1.Pod) error {
+// only if it is still the pod with the UID read; d is why it goes.
+func (m *Manager) deletePod(ctx context.Context, key types.NamespacedName, pod *v1.Pod, d tolerations.Decision) error {
 	// Say why the pod goes before it goes, as Kubernetes does, so that the
 	// pod's owner (a Job's pod failure policy, say) can tell.
-	err := m.cfg.Client.SetPodCondition(ctx, key.Namespace, key.Name, pod.UID, v1.PodCondition{
+	cond := v1.PodCondition{
 		Type:    v1.DisruptionTarget,
 		Status:  v1.ConditionTrue,
 		Reason:  tolerations.ReasonDeletionByTaintManager,
 		Message: "Taint manager: deleting due to NoExecute taint",
-	})
+	}
+	if isDevice(d) {
+		cond.Reason = tolerations.ReasonDeletionByDeviceTaintManager
+		cond.Message = "Device taint manager: deleting due to NoExecute " + deviceTaint(d)
+	}
+	err := m.cfg.Client.SetPodCondition(ctx, key.Namespace, key.Name, pod.UID, cond)
 	if err != nil {
 		return err
 	}
@@ -237,7 +246,7 @@ func (m *Manager) evictThroughAPI(ctx context.Context, key types.NamespacedName,
 		l.Info("Evicting pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason, "refusals", st.refusals)
 	}
 	if st.refusals == 0 && m.cfg.Recorder != nil {
-		m.event(key, pod.UID, v1.EventTypeNormal, "Marking for deletion Pod %s", key)
+		m.markingForDeletion(key, pod.UID, reason.d)
 	}
 	// The API server sets DisruptionTarget itself when it evicts; setting it
 	// before a request that may be refused would mark a pod that stays.
@@ -251,7 +260,7 @@ func (m *Manager) evictThroughAPI(ctx context.Context, key types.NamespacedName,
 	hard := deadline.Add(after)
 	if after > 0 && !now.Before(hard) {
 		m.log.Info("Eviction refused by a disruption budget past the fallback deadline; deleting the pod", "pod", key, "deadline", deadline, "refusals", refusals)
-		m.event(key, pod.UID, v1.EventTypeWarning, "Deleting Pod %s: its eviction was refused by a disruption budget for %s past its deadline %s",
+		m.event(key, pod.UID, isDevice(reason.d), v1.EventTypeWarning, "Deleting Pod %s: its eviction was refused by a disruption budget for %s past its deadline %s",
 			key, now.Sub(deadline).Round(time.Millisecond), deadline.Format(time.RFC3339))
 		return time.Time{}, true, nil
 	}
@@ -267,7 +276,7 @@ func (m *Manager) evictThroughAPI(ctx context.Context, key types.NamespacedName,
 		if after > 0 {
 			fb = "falls back to deleting it at " + hard.Format(time.RFC3339)
 		}
-		m.event(key, pod.UID, v1.EventTypeWarning, "Eviction of Pod %s refused by a disruption budget; retrying, %s", key, fb)
+		m.event(key, pod.UID, isDevice(reason.d), v1.EventTypeWarning, "Eviction of Pod %s refused by a disruption budget; retrying, %s", key, fb)
 	}
 	return retryAt, false, err
 }
@@ -283,8 +292,18 @@ func (m *Manager) wouldDelete(key types.NamespacedName, pod *v1.Pod, deadline, n
 		l.Info("Dry run: would delete pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason)
 	}
 	if m.cfg.Recorder != nil {
-		m.event(key, pod.UID, v1.EventTypeNormal, "Would delete Pod %s (dry run)", key)
+		m.event(key, pod.UID, isDevice(reason.d), v1.EventTypeNormal, "Would delete Pod %s (dry run)", key)
 	}
+}
+
+// markingForDeletion records the event of an eviction that starts: for a
+// device's taint, it names the taint, the device and the rule.
+func (m *Manager) markingForDeletion(key types.NamespacedName, uid types.UID, d tolerations.Decision) {
+	if isDevice(d) {
+		m.event(key, uid, true, v1.EventTypeNormal, "Marking for deletion Pod %s: %s", key, deviceTaint(d))
+		return
+	}
+	m.event(key, uid, false, v1.EventTypeNormal, "Marking for deletion Pod %s", key)
 }
 
 func (m *Manager) observeDelay(deadline, now time.Time) {
@@ -341,5 +360,5 @@ func (m *Manager) evictionFailed(w timedqueue.TimedWorker[types.NamespacedName],
 		p.UID, p.Node = pod.UID, pod.Spec.NodeName
 	}
 	m.failed.add(p)
-	m.event(w.Key, p.UID, v1.EventTypeWarning, "Gave up deleting Pod %s after %d attempts: %v", w.Key, p.Attempts, err)
+	m.event(w.Key, p.UID, m.byDevice.forget(w.Key), v1.EventTypeWarning, "Gave up deleting Pod %s after %d attempts: %v", w.Key, p.Attempts, err)
 }

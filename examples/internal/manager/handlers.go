@@ -37,23 +37,30 @@ func (m *Manager) handleNode(_ context.Context, name string) error {
 	} else {
 		m.countdowns.ObserveNode(node)
 	}
-	if !hasNoExecute(node) {
-		// The short cut of the original: nothing to decide, only cancel
-		// (and let the countdowns forget the pods' deadlines).
-		for _, pod := range pods {
-			m.countdowns.Decide(node, pod)
-			if m.cancel(podKey(pod), pod.UID, "node has no NoExecute taints") {
-				m.handOverIfReplaced(podKey(pod), pod.UID, name)
-			}
-		}
-		return nil
-	}
 	now := m.clock.Now()
 	for _, pod := range pods {
-		m.reconcile(pod, node, now)
-		m.handOverIfReplaced(podKey(pod), pod.UID, name)
+		if m.handle(pod, node, now) {
+			m.handOverIfReplaced(podKey(pod), pod.UID, name)
+		}
 	}
 	return nil
+}
+
+// handle brings the eviction of pod, on node (nil: gone), in line with the
+// node's NoExecute taints and its devices' taints. It reports whether it may
+// have changed anything: if not, it cannot have undone another handler's
+// decision for a pod that replaced this one, and the caller need not hand
+// the pod over (handOverIfReplaced).
+func (m *Manager) handle(pod *v1.Pod, node *v1.Node, now time.Time) bool {
+	devs := m.devices(pod)
+	if !hasNoExecute(node) && len(devs) == 0 {
+		// The short cut of the original: nothing to decide, only cancel
+		// (and let the countdowns forget the pod's deadline).
+		m.countdowns.Decide(node, pod)
+		return m.cancel(podKey(pod), pod.UID, "node has no NoExecute taints")
+	}
+	m.reconcile(pod, node, devs, now)
+	return true
 }
 
 // hasNoExecute reports whether node exists and has a NoExecute taint.
@@ -123,15 +130,9 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 	case err != nil:
 		return fmt.Errorf("manager: get node %q: %w", u.NodeName, err)
 	}
-	if !hasNoExecute(node) {
-		m.countdowns.Decide(node, pod) // Never: its deadline is forgotten
-		if !m.cancel(u.key(), pod.UID, "node has no NoExecute taints") {
-			return nil // nothing undone: nothing to hand over
-		}
-	} else {
-		m.reconcile(pod, node, m.clock.Now())
+	if m.handle(pod, node, m.clock.Now()) {
+		m.handOverIfReplaced(u.key(), pod.UID, u.NodeName)
 	}
-	m.handOverIfReplaced(u.key(), pod.UID, u.NodeName)
 	return nil
 }
 
@@ -164,17 +165,19 @@ func (m *Manager) handOverIfReplaced(key types.NamespacedName, uid types.UID, no
 }
 
 // reconcile schedules, moves or cancels the eviction of pod, which is on
-// node, a node with NoExecute taints.
-func (m *Manager) reconcile(pod *v1.Pod, node *v1.Node, now time.Time) {
+// node (nil: gone), a node with NoExecute taints unless devs, the pod's
+// devices, has some.
+func (m *Manager) reconcile(pod *v1.Pod, node *v1.Node, devs []tolerations.Device, now time.Time) {
 	key := podKey(pod)
 	if m.status.isRemoved(key, pod.UID) {
 		return // removed (or, in a dry run, would have been): nothing to decide
 	}
 	// Unknown starts count from first sight, and a deadline moves later only
-	// when its taint leaves the node: the countdowns remember both.
-	d := m.countdowns.Decide(node, pod)
+	// when its taint leaves the node: the countdowns remember both. One
+	// decision of the node's and the devices' taints: the earliest.
+	d := m.decide(node, pod, devs)
 	if d.Action == tolerations.Never {
-		m.cancel(key, pod.UID, "pod tolerates the node's NoExecute taints forever")
+		m.cancel(key, pod.UID, "pod tolerates its node's and devices' NoExecute taints forever")
 		return
 	}
 	// Log arguments are built only if logged: at 100,000 pods a node, the
@@ -182,11 +185,12 @@ func (m *Manager) reconcile(pod *v1.Pod, node *v1.Node, now time.Time) {
 	// garbage (every log call below is guarded so).
 	if d.Untolerated {
 		if l := m.log.V(2); l.Enabled() {
-			l.Info("Pod does not tolerate a NoExecute taint", "pod", key, "node", node.Name, "taint", d.Taint.ToString())
+			l.Info("Pod does not tolerate a NoExecute taint", "pod", key, "node", pod.Spec.NodeName, "decision", evictReason{d})
 		}
 	} else if l := m.log.V(4); l.Enabled() {
-		l.Info("Pod tolerates the node's NoExecute taints until", "pod", key, "node", node.Name, "at", d.At, "taint", d.Taint.ToString())
+		l.Info("Pod tolerates its NoExecute taints until", "pod", key, "node", pod.Spec.NodeName, "at", d.At, "decision", evictReason{d})
 	}
+	m.byDevice.set(key, isDevice(d))
 	if w, ok := m.evictions.GetWorker(key); !ok || !w.FireAt.Equal(d.At) {
 		m.countdownStarted(key, pod, d)
 	}
@@ -201,8 +205,16 @@ func (m *Manager) countdownStarted(key types.NamespacedName, pod *v1.Pod, d tole
 		return
 	}
 	when := d.At.UTC().Format(time.RFC3339Nano)
+	if isDevice(d) {
+		if d.Untolerated {
+			m.event(key, pod.UID, true, v1.EventTypeNormal, "Scheduled for deletion at %s: %s not tolerated", when, deviceTaint(d))
+		} else {
+			m.event(key, pod.UID, true, v1.EventTypeNormal, "Scheduled for deletion at %s: %s", when, deviceTaint(d))
+		}
+		return
+	}
 	if d.Untolerated {
-		m.event(key, pod.UID, v1.EventTypeNormal, "Scheduled for deletion at %s: taint %s not tolerated", when, d.Taint.ToString())
+		m.event(key, pod.UID, false, v1.EventTypeNormal, "Scheduled for deletion at %s: taint %s not tolerated", when, d.Taint.ToString())
 		return
 	}
 	for i := range pod.Spec.Tolerations {
@@ -211,13 +223,13 @@ func (m *Manager) countdownStarted(key types.NamespacedName, pod *v1.Pod, d tole
 			continue
 		}
 		if t.TolerationSeconds != nil { // the toleration Decide used
-			m.event(key, pod.UID, v1.EventTypeNormal, "Scheduled for deletion at %s: taint %s not tolerated after %d s",
+			m.event(key, pod.UID, false, v1.EventTypeNormal, "Scheduled for deletion at %s: taint %s not tolerated after %d s",
 				when, d.Taint.ToString(), max(*t.TolerationSeconds, 0))
 			return
 		}
 		break
 	}
-	m.event(key, pod.UID, v1.EventTypeNormal, "Scheduled for deletion at %s: taint %s", when, d.Taint.ToString())
+	m.event(key, pod.UID, false, v1.EventTypeNormal, "Scheduled for deletion at %s: taint %s", when, d.Taint.ToString())
 }
 
 // schedule makes sure the eviction of key is scheduled at fireAt, decided
@@ -260,6 +272,7 @@ func (m *Manager) schedule(key types.NamespacedName, createdAt, fireAt, now time
 // deleted by its own eviction, a node's taint-free update), and the read
 // saved is a lister miss, which allocates an error.
 func (m *Manager) cancel(key types.NamespacedName, uid types.UID, why string) bool {
+	device := m.byDevice.has(key)
 	changed, cancelled := m.forgetEviction(key, uid)
 	if !cancelled {
 		return changed
@@ -269,7 +282,7 @@ func (m *Manager) cancel(key types.NamespacedName, uid types.UID, why string) bo
 		l.Info("Cancelling deletion", "pod", key, "reason", why)
 	}
 	if m.cfg.Recorder != nil {
-		m.event(key, uid, v1.EventTypeNormal, "Cancelling deletion of Pod %s", key)
+		m.event(key, uid, device, v1.EventTypeNormal, "Cancelling deletion of Pod %s", key)
 	}
 	return true
 }
@@ -306,19 +319,25 @@ func (m *Manager) forgetEviction(key types.NamespacedName, uid types.UID) (chang
 	if found || uid == "" {
 		changed = m.budgets.release(key, m.clock.Now()) || changed
 		changed = m.status.forget(key) || changed
+		m.byDevice.forget(key)
 	}
 	return changed, cancelled
 }
 
-// event records a TaintManagerEviction event of eventtype about the pod key.
-// Callers on a per-pod path check Config.Recorder first: the arguments would
-// be built for nothing.
-func (m *Manager) event(key types.NamespacedName, uid types.UID, eventtype, format string, args ...any) {
+// event records an event of eventtype about the pod key, with the reason
+// TaintManagerEviction, or DeviceTaintManagerEviction if device. Callers on
+// a per-pod path check Config.Recorder first: the arguments would be built
+// for nothing.
+func (m *Manager) event(key types.NamespacedName, uid types.UID, device bool, eventtype, format string, args ...any) {
 	if m.cfg.Recorder == nil {
 		return
 	}
+	reason := tolerations.EventReasonTaintManagerEviction
+	if device {
+		reason = tolerations.EventReasonDeviceTaintManagerEviction
+	}
 	ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: key.Namespace, Name: key.Name, UID: uid}
-	m.cfg.Recorder.Eventf(ref, eventtype, tolerations.EventReasonTaintManagerEviction, format, args...)
+	m.cfg.Recorder.Eventf(ref, eventtype, reason, format, args...)
 }
 
 func podKey(pod *v1.Pod) types.NamespacedName {

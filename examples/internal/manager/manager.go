@@ -82,6 +82,7 @@ type Manager struct {
 	budgets  *budgets // nil: no eviction budget
 	status   *statuses
 	failed   failedEvictions // given up: shown by Pending until decided again
+	byDevice deviceKeys      // the pods whose eviction a device's taint decided
 	idle     *idleTracker    // nil unless Config.TrackIdle
 	stats    stats
 	started  atomic.Bool
@@ -217,8 +218,9 @@ func (m *Manager) NodeUpdated(old, new *v1.Node) {
 
 // PodUpdated tells the manager that a pod was added (old is nil), updated or
 // deleted (new is nil). Updates that change neither the pod's node name, its
-// tolerations nor its UID are ignored, and so are pods with no node name
-// (unscheduled). It never blocks.
+// tolerations nor its UID (nor, with Config.Devices, the ResourceClaims it
+// names) are ignored, and so are pods with no node name (unscheduled). It
+// never blocks.
 func (m *Manager) PodUpdated(old, new *v1.Pod) {
 	p := new
 	if p == nil {
@@ -237,7 +239,8 @@ func (m *Manager) PodUpdated(old, new *v1.Pod) {
 	if old != nil && new != nil &&
 		old.Spec.NodeName == new.Spec.NodeName &&
 		old.UID == new.UID &&
-		tolerationsEqual(old.Spec.Tolerations, new.Spec.Tolerations) {
+		tolerationsEqual(old.Spec.Tolerations, new.Spec.Tolerations) &&
+		(m.cfg.Devices == nil || claimsEqual(old, new)) {
 		return
 	}
 	if p.Spec.NodeName == "" {

@@ -54,8 +54,8 @@ func (m *Manager) pending(w timedqueue.TimedWorker[types.NamespacedName], nodes 
 		node, _ = m.cfg.GetNode(p.Node) // nil if gone
 		nodes[p.Node] = node
 	}
-	if d := m.countdowns.Recheck(node, pod); d.Action != tolerations.Never {
-		p.Taint = d.Taint
+	if d := m.recheck(node, pod); d.Action != tolerations.Never {
+		p.Taint, p.Device, p.Rule = d.Taint, d.Device, d.Rule
 	}
 	return p
 }

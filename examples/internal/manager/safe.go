@@ -8,6 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/taintkit/taintkit/tolerations"
 )
 
 // PodEvicter is implemented by a [PodClient] that can evict pods through the
@@ -49,6 +51,11 @@ type PendingEviction struct {
 	// Key is empty if the taint is no longer on the node (the eviction will
 	// decide again when it fires).
 	Taint v1.Taint
+	// Device is the device whose taint Taint is, and Rule the
+	// DeviceTaintRule that put it there ("" for a taint of the device's
+	// ResourceSlice); both zero for a node's taint.
+	Device tolerations.DeviceID
+	Rule   string
 	// Deadline is when the pod is due to go: the end of its toleration, or
 	// when the untolerated taint was seen. Refusals, retries and waits for
 	// an eviction budget do not move it.
