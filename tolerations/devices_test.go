@@ -253,3 +253,14 @@ func TestRuleSelects(t *testing.T) {
 	assert.False(t, tolerations.RuleSelects(&resourcev1.DeviceTaintSelector{Driver: ptr.To(gpu0.Driver), Device: ptr.To("gpu-1")}, gpu0))
 	assert.True(t, tolerations.RuleSelects(&resourcev1.DeviceTaintSelector{Device: ptr.To("gpu-0")}, gpu0))
 }
+
+func TestDecisionCause(t *testing.T) {
+	assert.Equal(t, "", tolerations.Decision{}.Cause())
+	node := tolerations.Decision{Action: tolerations.EvictNow, Taint: v1.Taint{Key: "k", Value: "v", Effect: v1.TaintEffectNoExecute}}
+	assert.Equal(t, "taint k=v:NoExecute", node.Cause())
+	dev := node
+	dev.Device = gpu0
+	assert.Equal(t, "device taint k=v:NoExecute on gpu.example.com/node-1/gpu-0", dev.Cause())
+	dev.Rule = "r"
+	assert.Equal(t, "device taint k=v:NoExecute on gpu.example.com/node-1/gpu-0 from rule r", dev.Cause())
+}

@@ -56,26 +56,35 @@ type Decision struct {
 }
 
 // String describes the decision for logs and events, such as
-// "EvictAt 2025-01-01T00:05:00Z (taint node.kubernetes.io/unreachable:NoExecute)".
-// A device taint's names the device and any rule: "EvictNow (device taint
-// example.com/broken:NoExecute on gpu.example.com/node-1/gpu-0 from rule
-// broken-gpus not tolerated)".
+// "EvictAt 2025-01-01T00:05:00Z (taint node.kubernetes.io/unreachable:NoExecute)",
+// the action, the time unless untolerated, and [Decision.Cause].
 func (d Decision) String() string {
-	what := "taint " + taintString(&d.Taint)
-	if d.Device != (DeviceID{}) {
-		what = "device " + what + " on " + d.Device.String()
-		if d.Rule != "" {
-			what += " from rule " + d.Rule
-		}
-	}
 	switch {
 	case d.Action == Never:
 		return "Never"
 	case d.Untolerated:
-		return fmt.Sprintf("%v (%s not tolerated)", d.Action, what)
+		return fmt.Sprintf("%v (%s not tolerated)", d.Action, d.Cause())
 	default:
-		return fmt.Sprintf("%v %s (%s)", d.Action, d.At.Format(time.RFC3339Nano), what)
+		return fmt.Sprintf("%v %s (%s)", d.Action, d.At.Format(time.RFC3339Nano), d.Cause())
 	}
+}
+
+// Cause names the taint that decided, as kubectl writes a taint:
+// "taint node.kubernetes.io/unreachable:NoExecute", or for a device's taint
+// the device and any rule too: "device taint example.com/broken:NoExecute on
+// gpu.example.com/node-1/gpu-0 from rule broken-gpus". It is "" for Never.
+func (d Decision) Cause() string {
+	if d.Action == Never {
+		return ""
+	}
+	if d.Device == (DeviceID{}) {
+		return "taint " + taintString(&d.Taint)
+	}
+	s := "device taint " + taintString(&d.Taint) + " on " + d.Device.String()
+	if d.Rule != "" {
+		s += " from rule " + d.Rule
+	}
+	return s
 }
 
 // taintString formats a taint as kubectl does: key[=value]:effect.

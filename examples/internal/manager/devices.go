@@ -51,16 +51,6 @@ func (m *Manager) recheck(node *v1.Node, pod *v1.Pod) tolerations.Decision {
 // isDevice reports whether d is for a device's taint.
 func isDevice(d tolerations.Decision) bool { return d.Device != (tolerations.DeviceID{}) }
 
-// deviceTaint describes the device taint of d as Decision.String does:
-// "device taint K=V:NoExecute on driver/pool/device from rule R".
-func deviceTaint(d tolerations.Decision) string {
-	s := "device taint " + d.Taint.ToString() + " on " + d.Device.String()
-	if d.Rule != "" {
-		s += " from rule " + d.Rule
-	}
-	return s
-}
-
 // deviceKeys remembers the pods whose scheduled eviction a device's taint
 // decided, so that the events of a cancel, a give-up or a dry run, which
 // have no decision at hand, carry the device taint manager's reason. An

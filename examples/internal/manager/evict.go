@@ -225,7 +225,7 @@ func (m *Manager) deletePod(ctx context.Context, key types.NamespacedName, pod *
 	}
 	if isDevice(d) {
 		cond.Reason = tolerations.ReasonDeletionByDeviceTaintManager
-		cond.Message = "Device taint manager: deleting due to NoExecute " + deviceTaint(d)
+		cond.Message = "Device taint manager: deleting due to NoExecute " + d.Cause()
 	}
 	err := m.cfg.Client.SetPodCondition(ctx, key.Namespace, key.Name, pod.UID, cond)
 	if err != nil {
@@ -300,7 +300,7 @@ func (m *Manager) wouldDelete(key types.NamespacedName, pod *v1.Pod, deadline, n
 // device's taint, it names the taint, the device and the rule.
 func (m *Manager) markingForDeletion(key types.NamespacedName, uid types.UID, d tolerations.Decision) {
 	if isDevice(d) {
-		m.event(key, uid, true, v1.EventTypeNormal, "Marking for deletion Pod %s: %s", key, deviceTaint(d))
+		m.event(key, uid, true, v1.EventTypeNormal, "Marking for deletion Pod %s: %s", key, d.Cause())
 		return
 	}
 	m.event(key, uid, false, v1.EventTypeNormal, "Marking for deletion Pod %s", key)

@@ -207,9 +207,9 @@ func (m *Manager) countdownStarted(key types.NamespacedName, pod *v1.Pod, d tole
 	when := d.At.UTC().Format(time.RFC3339Nano)
 	if isDevice(d) {
 		if d.Untolerated {
-			m.event(key, pod.UID, true, v1.EventTypeNormal, "Scheduled for deletion at %s: %s not tolerated", when, deviceTaint(d))
+			m.event(key, pod.UID, true, v1.EventTypeNormal, "Scheduled for deletion at %s: %s not tolerated", when, d.Cause())
 		} else {
-			m.event(key, pod.UID, true, v1.EventTypeNormal, "Scheduled for deletion at %s: %s", when, deviceTaint(d))
+			m.event(key, pod.UID, true, v1.EventTypeNormal, "Scheduled for deletion at %s: %s", when, d.Cause())
 		}
 		return
 	}
