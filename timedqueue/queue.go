@@ -259,13 +259,12 @@ func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
 }
 
 func (q *TimedWorkerQueue[K]) snapshotLocked(e *entry[K]) TimedWorker[K] {
-	loc := q.s.locs.fire(e)
 	return TimedWorker[K]{
 		Key:         e.key,
-		CreatedAt:   q.s.createdAt(e),
-		FireAt:      e.fire.time(loc),
+		CreatedAt:   e.created.time(e.createdLoc),
+		FireAt:      e.fire.time(e.fireLoc),
 		Attempts:    int(e.attempts),
-		NextAttempt: e.next.time(loc),
+		NextAttempt: e.next.time(e.fireLoc),
 		Running:     e.state == stateRunning,
 	}
 }

@@ -96,7 +96,7 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now moment, a *attempt[K], d 
 		a.late = now.secondsSince(e.fire)
 	}
 	if admit := q.hooks.Load().admit; admit != nil {
-		a.ticket, a.admit, a.fireAt = q.turns.take(), admit, q.s.fireAt(e)
+		a.ticket, a.admit, a.fireAt = q.turns.take(), admit, e.fire.time(e.fireLoc)
 	}
 	// Each attempt gets a ctx of its own, even without a timeout: it tells
 	// Shutdown which attempt its caller belongs to (see workCtx).
