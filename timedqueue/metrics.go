@@ -71,36 +71,30 @@ type metrics struct {
 
 func newMetrics(p MetricsProvider, name string) metrics {
 	m := metrics{
-		pending:      p.NewDepthMetric(name),
-		running:      p.NewRunningMetric(name),
-		adds:         p.NewAddsMetric(name),
-		retries:      p.NewRetriesMetric(name),
-		failures:     p.NewFailuresMetric(name),
-		drops:        p.NewDropsMetric(name),
-		lateness:     p.NewLatenessMetric(name),
-		workDuration: p.NewDurationMetric(name),
+		pending:      orNoop[Gauge](p.NewDepthMetric(name)),
+		running:      orNoop[Gauge](p.NewRunningMetric(name)),
+		backoff:      noopMetric{},
+		adds:         orNoop[Counter](p.NewAddsMetric(name)),
+		retries:      orNoop[Counter](p.NewRetriesMetric(name)),
+		failures:     orNoop[Counter](p.NewFailuresMetric(name)),
+		drops:        orNoop[Counter](p.NewDropsMetric(name)),
+		lateness:     orNoop[Histogram](p.NewLatenessMetric(name)),
+		workDuration: orNoop[Histogram](p.NewDurationMetric(name)),
 	}
 	if bp, ok := p.(BackoffMetricsProvider); ok {
-		m.backoff = bp.NewBackoffMetric(name)
-	}
-	for _, g := range []*Gauge{&m.pending, &m.running, &m.backoff} {
-		if *g == nil {
-			*g = noopMetric{}
-		}
-	}
-	for _, c := range []*Counter{&m.adds, &m.retries, &m.failures, &m.drops} {
-		if *c == nil {
-			*c = noopMetric{}
-		}
-	}
-	for _, h := range []*Histogram{&m.lateness, &m.workDuration} {
-		if *h == nil {
-			*h = noopMetric{}
-		}
+		m.backoff = orNoop[Gauge](bp.NewBackoffMetric(name))
 	}
 	_, noop := m.workDuration.(noopMetric)
 	m.timeWork = !noop
 	return m
+}
+
+// orNoop returns metric, or a no-op if it is nil.
+func orNoop[M any](metric M) M {
+	if any(metric) == nil {
+		return any(noopMetric{}).(M)
+	}
+	return metric
 }
 
 // delta is a batch of metric updates computed under the lock and applied after
@@ -111,34 +105,22 @@ type delta struct {
 }
 
 func (m *metrics) apply(d delta) {
-	for ; d.pending > 0; d.pending-- {
-		m.pending.Inc()
+	move(m.pending, d.pending)
+	move(m.running, d.running)
+	move(m.backoff, d.backoff)
+	move(m.adds, d.adds)
+	move(m.retries, d.retries)
+	move(m.failures, d.failures)
+	move(m.drops, d.drops)
+}
+
+// move moves g by n: n calls of Inc, or -n of Dec (a counter's n is never
+// negative).
+func move(g Counter, n int) {
+	for ; n > 0; n-- {
+		g.Inc()
 	}
-	for ; d.pending < 0; d.pending++ {
-		m.pending.Dec()
-	}
-	for ; d.running > 0; d.running-- {
-		m.running.Inc()
-	}
-	for ; d.running < 0; d.running++ {
-		m.running.Dec()
-	}
-	for ; d.backoff > 0; d.backoff-- {
-		m.backoff.Inc()
-	}
-	for ; d.backoff < 0; d.backoff++ {
-		m.backoff.Dec()
-	}
-	for ; d.adds > 0; d.adds-- {
-		m.adds.Inc()
-	}
-	for ; d.retries > 0; d.retries-- {
-		m.retries.Inc()
-	}
-	for ; d.failures > 0; d.failures-- {
-		m.failures.Inc()
-	}
-	for ; d.drops > 0; d.drops-- {
-		m.drops.Inc()
+	for ; n < 0; n++ {
+		g.(Gauge).Dec()
 	}
 }

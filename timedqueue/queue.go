@@ -3,10 +3,8 @@ package timedqueue
 import (
 	"context"
 	"errors"
-	"reflect"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -35,24 +33,22 @@ var ErrShutdown = errors.New("timedqueue: queue shut down")
 // concurrent use; the zero value is not usable: call [New].
 type TimedWorkerQueue[K comparable] struct {
 	// Set by New, then only read.
-	work      WorkFunc[K]
-	clock     clock.Clock
-	max       int
-	retry     RetryPolicy
-	timeout   time.Duration
-	log       logr.Logger
-	m         metrics
-	checkKeys bool // K holds interfaces: see badKey
+	work    WorkFunc[K]
+	clock   clock.Clock
+	max     int
+	retry   RetryPolicy
+	timeout time.Duration
+	log     logr.Logger
+	m       metrics
 
-	hooks   atomic.Pointer[hooks[K]] // replaced whole by the Set*Hook methods
-	hooksMu sync.Mutex               // serialises those replacements
-	turns   turns                    // the admit func's turns
+	turns turns // the admit func's turns
 
 	baseCtx    context.Context // parent of every work ctx; cancelled by Shutdown
 	cancelBase context.CancelCauseFunc
 
 	mu        sync.Mutex
 	s         store[K]
+	hooks     hooks[K]
 	withdrawn map[K]struct{} // keys with a withdrawn attempt in flight
 	active    int            // attempts in flight, withdrawn included: busy worker goroutines
 	alarm     alarm          // the queue's one timer (see timer.go)
@@ -65,66 +61,40 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 	if work == nil {
 		return nil, errors.New("timedqueue: work func must not be nil")
 	}
-	o, hooks, err := buildOptions[K](opts)
+	o, h, err := buildOptions[K](opts)
 	if err != nil {
 		return nil, err
 	}
 	q := &TimedWorkerQueue[K]{
 		work:      work,
+		hooks:     h,
 		clock:     o.clock,
 		max:       o.maxConcurrency,
 		retry:     o.retry,
 		timeout:   o.attemptTimeout,
 		log:       o.logger,
 		m:         newMetrics(o.metrics, o.name),
-		checkKeys: holdsInterface(reflect.TypeFor[K]()),
 		s:         newStore[K](),
 		withdrawn: make(map[K]struct{}),
 		deadlines: deadlines[K]{min: never},
 		down:      shutdownState{changed: make(chan struct{})},
 	}
-	q.hooks.Store(&hooks)
 	q.turns.init()
 	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
 	q.alarm.init(q.clock)
 	return q, nil
 }
 
-// holdsInterface reports whether values of type t may hold an interface.
-func holdsInterface(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Interface:
-		return true
-	case reflect.Array:
-		return holdsInterface(t.Elem())
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if holdsInterface(t.Field(i).Type) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // badKey reports whether key cannot be used: it holds a value that is not
-// comparable, or it is not equal to itself (a NaN). The first check costs
-// nothing unless K holds interfaces; the second is one comparison.
-func (q *TimedWorkerQueue[K]) badKey(key K) bool {
-	if q.checkKeys && !comparableKey(key) {
-		return true // checked first: != panics on an uncomparable value
-	}
-	// A key not equal to itself (a NaN, or a value holding one) could be
-	// added but never found again: never cancelled, never released.
+// comparable (comparing it panics, as hashing it would), or it is not equal
+// to itself (a NaN), so that it could be added but never found again.
+func badKey[K comparable](key K) (bad bool) {
+	defer func() {
+		if recover() != nil {
+			bad = true
+		}
+	}()
 	return key != key
-}
-
-// comparableKey reports whether key's value is comparable. Out of badKey, the
-// copy of key whose address it takes escapes only when K holds interfaces.
-//
-//go:noinline
-func comparableKey[K comparable](key K) bool {
-	return reflect.ValueOf(&key).Elem().Comparable()
 }
 
 // AddWork schedules the work for key at fireAt and reports whether it did: not
@@ -146,7 +116,7 @@ func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) boo
 }
 
 func (q *TimedWorkerQueue[K]) schedule(key K, createdAt, fireAt time.Time, update bool) bool {
-	if q.badKey(key) {
+	if badKey(key) {
 		return false
 	}
 	createdAt, fireAt = q.orNow(createdAt, fireAt)
@@ -212,7 +182,7 @@ func (q *TimedWorkerQueue[K]) orNow(createdAt, fireAt time.Time) (time.Time, tim
 // which then never starts. A running attempt goes on, withdrawn: CancelWork
 // frees the key and returns false.
 func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
-	if q.badKey(key) {
+	if badKey(key) {
 		return false
 	}
 	var d delta
@@ -246,7 +216,7 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 
 // GetWorker returns a snapshot of the live schedule for key, if any.
 func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
-	if q.badKey(key) {
+	if badKey(key) {
 		return TimedWorker[K]{}, false
 	}
 	q.mu.Lock()

@@ -95,7 +95,7 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now moment, a *attempt[K], d 
 	if a.first {
 		a.late = now.secondsSince(e.fire)
 	}
-	if admit := q.hooks.Load().admit; admit != nil {
+	if admit := q.hooks.admit; admit != nil {
 		a.ticket, a.admit, a.fireAt = q.turns.take(), admit, e.fire.time(e.fireLoc)
 	}
 	// Each attempt gets a ctx of its own, even without a timeout: it tells
@@ -205,12 +205,12 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (next *attempt[K], wait bool) {
 	var d delta
 	o.key = a.key
-	h := q.hooks.Load()
 	// Read outside the lock, to keep the critical section short: a reading
 	// a little early is still a valid now (the pump that follows the
 	// slot's release sees a step made meanwhile).
 	now := momentOf(q.clock.Now())
 	q.mu.Lock()
+	h := q.hooks
 	q.deadlines.remove(a)
 	q.returnedLocked(a.wc)
 	s := &q.s
