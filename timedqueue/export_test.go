@@ -122,9 +122,6 @@ func (x *index[K]) check(slab *slab[K]) error {
 	if x.n*4 > len(x.slots)*3 {
 		return fmt.Errorf("index holds %d keys in %d slots", x.n, len(x.slots))
 	}
-	if len(x.slots) > indexMinSize && x.n*16 < len(x.slots)*3 {
-		return fmt.Errorf("index holds %d keys in %d slots: not shrunk", x.n, len(x.slots))
-	}
 	mask := uint32(len(x.slots) - 1)
 	n := 0
 	seen := map[int32]bool{}

@@ -89,10 +89,9 @@ func (s *store[K]) removeTop() {
 	}
 }
 
-// dropStaleIfMany compacts the heap once more than a quarter of it is stale
-// (after len(heap)/4 unwaits at least: O(1) amortised), and gives its array
-// back once four times larger than what it holds. Slot skip has just stopped
-// waiting, though it may still be in stateWaiting: it gets no node.
+// dropStaleIfMany compacts the heap once more than a quarter of it is stale:
+// after len(heap)/4 unwaits at least, so O(1) amortised. Slot skip has just
+// stopped waiting, though it may still be in stateWaiting: it gets no node.
 func (s *store[K]) dropStaleIfMany(skip int32) {
 	if stale := len(s.heap) - s.waiting; stale*4 > len(s.heap) {
 		// Checking each node against its entry is a cache miss: unless the
@@ -105,21 +104,14 @@ func (s *store[K]) dropStaleIfMany(skip int32) {
 		}
 		s.heapify()
 	}
-	if cap(s.heap) > minShrink && len(s.heap)*4 < cap(s.heap) {
-		s.heap = slices.Clip(append(make([]node, 0, 2*len(s.heap)), s.heap...))
-	}
 }
 
 // appendWaiting appends the live node of every waiting entry but slot skip
-// (-1: none) to h, in slot order, reading the slab page by page.
+// (-1: none) to h, in slot order.
 func (s *store[K]) appendWaiting(h []node, skip int32) []node {
-	n := s.slab.len()
-	for p, page := range s.slab.pages {
-		base := p << slabShift
-		for j := range page[:max(0, min(len(page), n-base))] {
-			if e := &page[j]; e.state == stateWaiting && int32(base+j) != skip {
-				h = append(h, node{at: e.next, slot: int32(base + j), gen: e.gen})
-			}
+	for i := range int32(s.slab.len()) {
+		if e := s.at(i); e.state == stateWaiting && i != skip {
+			h = append(h, node{at: e.next, slot: i, gen: e.gen})
 		}
 	}
 	return h

@@ -18,17 +18,16 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 	if !q.down.closed {
 		q.down.closed = true
 		s := &q.s
-		s.index.retain(func(i int32) bool {
-			if s.at(i).state != stateRunning {
-				if s.at(i).attempts > 0 {
+		for i := range int32(s.slab.len()) {
+			if e := s.at(i); e.state != stateFree && e.state != stateRunning {
+				if e.attempts > 0 {
 					d.backoff--
 				}
-				s.release(i)
+				_, pos, _ := s.index.find(&s.slab, e.key)
+				s.remove(i, pos)
 				dropped++
-				return false
 			}
-			return true
-		})
+		}
 		s.heap, s.waiting = nil, 0
 		s.shrink()
 		q.alarm.disarm()

@@ -26,14 +26,8 @@ type entry[K comparable] struct {
 }
 
 // store holds a queue's schedules: entries in a slab, with a free list, an
-// index from key to slot, and a heap of the waiting entries (see heap.go). It
-// is not safe for concurrent use; the queue's mutex guards it.
-//
-// Memory comes back when the schedules go: once at most a quarter of the
-// slab's slots are used, shrink moves the entries to the lowest slots and
-// gives the rest back; the index and the heap shrink likewise. Each shrink
-// costs O(n) and follows at least 3n/4 releases: O(1) amortised, and a size
-// hovering around a threshold does not make them shrink and grow in turn.
+// index from key to slot, and a heap of the waiting entries (see heap.go),
+// guarded by the queue's mutex.
 type store[K comparable] struct {
 	slab    slab[K]
 	free    []int32
@@ -82,44 +76,77 @@ func (s *store[K]) setTimes(e *entry[K], createdAt, fireAt time.Time) {
 // the slot becomes stale: the caller calls unwait if the entry was waiting.
 func (s *store[K]) remove(i int32, pos uint32) {
 	s.index.deleteAt(pos)
-	s.release(i)
-}
-
-// release frees slot i, whose key the caller has taken out of the index.
-func (s *store[K]) release(i int32) {
 	*s.at(i) = entry[K]{} // so that the key can be collected
 	s.free = append(s.free, i)
 }
 
 // shrink gives memory back once at most a quarter of the slab's slots hold an
-// entry: it moves the entries to the lowest slots, frees the pages above them
-// and the free list, and rebuilds the heap. Slot numbers change: the caller
+// entry: it copies the entries, in slot order, to a slab of their size, and
+// rebuilds the index and the heap for them. That is O(n) after at least 3n/4
+// releases: O(1) amortised, and a size hovering around the threshold does not
+// make the store shrink and grow in turn. Slot numbers change: the caller
 // holds none across it (a running attempt finds its entry by key).
 func (s *store[K]) shrink() {
-	used, live := s.slab.len(), s.index.len()
-	if used <= minShrink || live*4 > used {
+	used := s.slab.len()
+	if used <= minShrink || s.index.len()*4 > used {
 		return
 	}
-	// Two fingers: move the highest used slot into the lowest free one.
-	lo, hi := int32(0), int32(used-1)
-	for {
-		for lo < hi && s.at(lo).state != stateFree {
-			lo++
+	old := s.slab
+	s.slab, s.free = slab[K]{}, nil
+	s.index.reset(s.index.len())
+	for j := range int32(used) {
+		if e := old.at(j); e.state != stateFree {
+			i := s.slab.grow()
+			*s.at(i) = *e
+			_, pos, tag := s.index.find(&s.slab, e.key)
+			s.index.insertAt(pos, tag, i)
 		}
-		for hi > lo && s.at(hi).state == stateFree {
-			hi--
-		}
-		if lo >= hi {
-			break
-		}
-		e := s.at(hi)
-		s.index.repoint(&s.slab, e.key, lo)
-		*s.at(lo), *e = *e, entry[K]{}
-		lo++
-		hi--
 	}
-	s.slab.truncate(live)
-	s.free = nil
 	s.heap = s.appendWaiting(make([]node, 0, s.waiting), -1)
 	s.heapify()
+}
+
+// slab holds the entries in pages of slabPage entries, so that it grows one
+// page at a time: no copy of the whole slab under the queue's lock, and at
+// most one page unused. Only the first page grows by doubling, from a few
+// entries, so that a small queue stays small. Slots [0, len) are allocated,
+// free or not.
+type slab[K comparable] struct {
+	pages [][]entry[K] // each of slabPage entries, but the first while it grows
+	n     int32        // allocated slots
+}
+
+// slabShift sets slabPage: 1024 entries, 80 KiB for a string key. With a key
+// of 8-byte alignment a page is a multiple of 8 KiB, which the Go allocator
+// serves as a large object with no rounding and no header.
+const (
+	slabShift = 10
+	slabPage  = 1 << slabShift
+	slabMask  = slabPage - 1
+)
+
+// at returns slot i, which must be allocated.
+func (sl *slab[K]) at(i int32) *entry[K] {
+	return &sl.pages[i>>slabShift][i&slabMask]
+}
+
+// len returns the number of allocated slots.
+func (sl *slab[K]) len() int { return int(sl.n) }
+
+// grow allocates one more slot and returns it, zeroed.
+func (sl *slab[K]) grow() int32 {
+	i := sl.n
+	switch p := int(i >> slabShift); {
+	case p == len(sl.pages):
+		size := slabPage
+		if p == 0 {
+			size = 8
+		}
+		sl.pages = append(sl.pages, make([]entry[K], size))
+	case p == 0 && int(i) == len(sl.pages[0]):
+		// The first page doubles up to slabPage.
+		sl.pages[0] = append(sl.pages[0], make([]entry[K], min(len(sl.pages[0]), slabPage-len(sl.pages[0])))...)
+	}
+	sl.n++
+	return i
 }
