@@ -76,7 +76,7 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		m:         newMetrics(o.metrics, o.name),
 		s:         newStore[K](),
 		withdrawn: make(map[K]struct{}),
-		deadlines: deadlines[K]{min: never},
+		deadlines: deadlines[K]{timed: make(map[*attempt[K]]struct{}), min: never},
 		down:      shutdownState{changed: make(chan struct{})},
 	}
 	q.turns.init()

@@ -156,13 +156,12 @@ func (q *TimedWorkerQueue[K]) timerLoop() {
 
 // deadlines are the attempts in flight with a timeout, guarded by q.mu.
 type deadlines[K comparable] struct {
-	timed []*attempt[K]
+	timed map[*attempt[K]]struct{}
 	min   moment // the earliest deadline over timed, or never
 }
 
 func (ds *deadlines[K]) add(a *attempt[K]) {
-	a.tpos = len(ds.timed)
-	ds.timed = append(ds.timed, a)
+	ds.timed[a] = struct{}{}
 	if a.deadline.before(ds.min) {
 		ds.min = a.deadline
 	}
@@ -170,30 +169,23 @@ func (ds *deadlines[K]) add(a *attempt[K]) {
 
 // expire cancels the attempts whose deadline has passed.
 func (ds *deadlines[K]) expire(now moment) {
-	for i := 0; i < len(ds.timed); {
-		if a := ds.timed[i]; !now.before(a.deadline) {
+	for a := range ds.timed {
+		if !now.before(a.deadline) {
 			a.cancel(context.DeadlineExceeded)
-			ds.remove(a) // moves the last one to i
-			continue
+			ds.remove(a)
 		}
-		i++
 	}
 }
 
 // remove removes a, if there, and recomputes the earliest deadline.
 func (ds *deadlines[K]) remove(a *attempt[K]) {
-	if a.tpos < 0 {
+	if _, ok := ds.timed[a]; !ok {
 		return
 	}
-	last := len(ds.timed) - 1
-	ds.timed[a.tpos] = ds.timed[last]
-	ds.timed[a.tpos].tpos = a.tpos
-	ds.timed[last] = nil
-	ds.timed = ds.timed[:last]
-	a.tpos = -1
+	delete(ds.timed, a)
 	if a.deadline == ds.min {
 		ds.min = never
-		for _, b := range ds.timed {
+		for b := range ds.timed {
 			if b.deadline.before(ds.min) {
 				ds.min = b.deadline
 			}

@@ -31,7 +31,6 @@ type attempt[K comparable] struct {
 	ctx      context.Context         // the work func's ctx: wc, or a timedCtx around it
 	cancel   context.CancelCauseFunc // nil without an attempt timeout
 	deadline moment                  // with an attempt timeout
-	tpos     int                     // index in q.deadlines.timed, -1 if not there
 	ticket   uint64                  // the admit func's turn, 0 if none was set when it began
 	admit    AdmitFunc[K]            // with ticket
 	fireAt   time.Time               // with ticket: the schedule's, for admit
@@ -39,22 +38,12 @@ type attempt[K comparable] struct {
 
 // outcome is what the end of an attempt reports once the lock is released.
 type outcome[K comparable] struct {
-	key  K // of the attempt: the worker may reuse the attempt for its next one
-	kind int
-	hook func(TimedWorker[K], error) // to call for outcomeRetry or outcomeFinal, if set
-	w    TimedWorker[K]              // the schedule when it ended
-	err  error
-	wait time.Duration
+	log   func()                      // logs it, if it is worth a line
+	hook  func(TimedWorker[K], error) // the failure or retry hook to call, if set
+	w     TimedWorker[K]              // for hook
+	err   error
+	retry bool // a retry was armed
 }
-
-const (
-	outcomeNone = iota
-	outcomeRetry
-	outcomeFinal
-	outcomeWithdrawnFailed
-	outcomeDeferred     // the work func returned RetryAt
-	outcomeDeferDropped // RetryAt after Shutdown: the schedule is dropped
-)
 
 // startDueLocked starts due schedules, in (NextAttempt, gen) order, while
 // concurrency slots are free, each on a new worker goroutine.
@@ -77,13 +66,7 @@ func (q *TimedWorkerQueue[K]) takeDueLocked(now moment, a *attempt[K], d *delta)
 		return nil
 	}
 	d.pending--
-	return q.beginLocked(q.s.pop(), now, a, d)
-}
-
-// beginLocked marks slot i, just taken from the heap, running and returns its
-// attempt: a, reused, or a new one if a is nil.
-func (q *TimedWorkerQueue[K]) beginLocked(i int32, now moment, a *attempt[K], d *delta) *attempt[K] {
-	e := q.s.at(i)
+	e := q.s.at(q.s.pop())
 	if e.attempts > 0 {
 		d.backoff-- // it was backing off
 	}
@@ -91,26 +74,23 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now moment, a *attempt[K], d 
 	if a == nil {
 		a = new(attempt[K])
 	}
-	*a = attempt[K]{key: e.key, gen: e.gen, first: e.attempts == 0 && !e.deferred, tpos: -1}
+	*a = attempt[K]{key: e.key, gen: e.gen, first: e.attempts == 0 && !e.deferred}
 	if a.first {
 		a.late = now.secondsSince(e.fire)
 	}
-	if admit := q.hooks.admit; admit != nil {
-		a.ticket, a.admit, a.fireAt = q.turns.take(), admit, e.fire.time(e.fireLoc)
+	if q.hooks.admit != nil {
+		a.ticket, a.admit, a.fireAt = q.turns.take(), q.hooks.admit, e.fire.time(e.fireLoc)
 	}
 	// Each attempt gets a ctx of its own, even without a timeout: it tells
 	// Shutdown which attempt its caller belongs to (see workCtx).
 	a.wc = &workCtx[K]{Context: q.baseCtx, q: q, running: true}
 	a.ctx = a.wc
-	if q.timeout <= 0 {
-		return a
+	if q.timeout > 0 {
+		a.wc.Context, a.cancel = context.WithCancelCause(q.baseCtx)
+		a.deadline = now.add(q.timeout)
+		a.ctx = &timedCtx[K]{workCtx: a.wc, deadline: a.deadline}
+		q.deadlines.add(a)
 	}
-	cctx, cancel := context.WithCancelCause(q.baseCtx)
-	a.cancel = cancel
-	a.deadline = now.add(q.timeout)
-	a.wc.Context = cctx
-	a.ctx = &timedCtx[K]{workCtx: a.wc, deadline: a.deadline}
-	q.deadlines.add(a)
 	return a
 }
 
@@ -135,21 +115,19 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 	}
 }
 
-// finish settles a, reports it, calls a hook if needed and returns the next
+// finish settles a, logs it, calls a hook if needed and returns the next
 // attempt for this worker.
 func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 	var o outcome[K]
 	next, wait := q.settle(a, err, &o)
-	q.report(&o)
-	if wait {
-		return q.hookThenRelease(a, &o)
+	if o.log != nil {
+		o.log()
 	}
-	return next
-}
-
-// hookThenRelease calls the failure or retry hook, then gives the slot up or
-// takes the next due attempt (reusing a), even if the hook calls Goexit.
-func (q *TimedWorkerQueue[K]) hookThenRelease(a *attempt[K], o *outcome[K]) *attempt[K] {
+	if !wait {
+		return next
+	}
+	// Call the hook, then give the slot up or take the next due attempt,
+	// even if the hook calls runtime.Goexit.
 	returned := false
 	defer func() {
 		if !returned {
@@ -158,7 +136,7 @@ func (q *TimedWorkerQueue[K]) hookThenRelease(a *attempt[K], o *outcome[K]) *att
 			}
 		}
 	}()
-	q.callHook(o)
+	q.callHook(&o)
 	returned = true
 	return q.release(a)
 }
@@ -199,24 +177,23 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 }
 
 // settle records the end of attempt a with error err. It returns the next
-// attempt this worker should run, unless o needs a hook (wait is true): then
-// the worker keeps its slot until it has called the hook and
+// attempt this worker should run, unless o has a hook to call (wait is
+// true): then the worker keeps its slot until it has called the hook and
 // [TimedWorkerQueue.release].
 func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (next *attempt[K], wait bool) {
 	var d delta
-	o.key = a.key
+	key := a.key // a may be reused before o.log runs
 	// Read outside the lock, to keep the critical section short: a reading
 	// a little early is still a valid now (the pump that follows the
 	// slot's release sees a step made meanwhile).
 	now := momentOf(q.clock.Now())
 	q.mu.Lock()
-	h := q.hooks
 	q.deadlines.remove(a)
 	q.returnedLocked(a.wc)
 	s := &q.s
 	// Found by key (slots move when the store shrinks); the entry is this
 	// attempt's if it is running with the attempt's gen.
-	i, pos, _ := s.index.find(&s.slab, a.key)
+	i, pos, _ := s.index.find(&s.slab, key)
 	var e *entry[K]
 	if i >= 0 {
 		e = s.at(i)
@@ -226,23 +203,21 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 	case e == nil || e.state != stateRunning || e.gen != a.gen:
 		// Withdrawn while it ran: a newer schedule of the key is left alone,
 		// but released if it waited for this attempt.
-		delete(q.withdrawn, a.key)
+		delete(q.withdrawn, key)
 		if e != nil && e.state == stateBlocked {
 			s.push(i)
 		}
 		if err != nil && ra == nil {
-			o.kind, o.err = outcomeWithdrawnFailed, err
+			o.log = func() { q.log.V(2).Info("Withdrawn work failed; not retried", "key", key, "err", err) }
 		}
 	case err == nil:
 		s.remove(i, pos)
+	case ra != nil && q.down.closed:
+		s.remove(i, pos)
+		d.drops++
+		o.log = func() { q.log.V(2).Info("Deferred work dropped at shutdown", "key", key) }
 	case ra != nil:
 		// Not a failure: no attempt is counted and no hook is called.
-		if q.down.closed {
-			s.remove(i, pos)
-			d.drops++
-			o.kind, o.err = outcomeDeferDropped, err
-			break
-		}
 		e.deferred = true
 		e.next = momentOf(ra.at)
 		if e.next.before(now) {
@@ -253,35 +228,41 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		if e.attempts > 0 {
 			d.backoff++
 		}
-		o.kind, o.err = outcomeDeferred, err
+		o.log = func() {
+			q.log.V(4).Info("Work deferred", "key", key, "until", ra.at, "reason", ra.reason)
+		}
 	default:
 		e.attempts++
-		if !q.down.closed && !IsPermanent(err) && int(e.attempts) < q.retry.MaxAttempts {
-			o.kind, o.err = outcomeRetry, err
-			o.wait = q.retry.backoff(int(e.attempts))
-			e.next = now.add(o.wait)
+		attempts := int(e.attempts)
+		o.err = err
+		if !q.down.closed && !IsPermanent(err) && attempts < q.retry.MaxAttempts {
+			wait := q.retry.backoff(attempts)
+			e.next = now.add(wait)
 			s.push(i)
 			d.pending++
 			d.retries++
 			d.backoff++
-			if o.hook = h.retry; o.hook != nil {
+			if o.retry, o.hook = true, q.hooks.retry; o.hook != nil {
 				o.w = q.snapshotLocked(e)
-			} else {
-				o.w.Attempts = int(e.attempts) // for the log
+			}
+			o.log = func() {
+				q.log.V(4).Info("Work failed; will retry", "key", key, "attempts", attempts, "backoff", wait, "err", err)
 			}
 		} else {
-			o.kind, o.err, o.hook = outcomeFinal, err, h.failure
-			o.w = q.snapshotLocked(e)
+			o.w, o.hook = q.snapshotLocked(e), q.hooks.failure
 			o.w.Running = false
 			s.remove(i, pos)
 			d.failures++
+			o.log = func() {
+				q.log.Error(err, "Work failed; giving up", "key", key, "attempts", attempts, "permanent", IsPermanent(err))
+			}
 		}
 	}
 	s.shrink() // no slot number is used below
 	if o.hook != nil {
 		q.down.hooking++
 		q.notifyLocked() // Shutdown does not wait for a worker in a hook
-		if o.kind == outcomeRetry {
+		if o.retry {
 			q.pumpLocked(&d) // arm the timer for the retry before the hook runs
 		}
 		q.mu.Unlock()
@@ -315,22 +296,6 @@ func (q *TimedWorkerQueue[K]) nextLocked(d *delta, now moment, a *attempt[K]) *a
 	}
 	q.pumpLocked(d)
 	return a
-}
-
-// report logs the outcome of an attempt.
-func (q *TimedWorkerQueue[K]) report(o *outcome[K]) {
-	switch o.kind {
-	case outcomeRetry:
-		q.log.V(4).Info("Work failed; will retry", "key", o.key, "attempts", o.w.Attempts, "backoff", o.wait, "err", o.err)
-	case outcomeFinal:
-		q.log.Error(o.err, "Work failed; giving up", "key", o.key, "attempts", o.w.Attempts, "permanent", IsPermanent(o.err))
-	case outcomeWithdrawnFailed:
-		q.log.V(2).Info("Withdrawn work failed; not retried", "key", o.key, "err", o.err)
-	case outcomeDeferred:
-		q.log.V(4).Info("Work deferred", "key", o.key, "until", retryAtOf(o.err).at, "reason", errors.Unwrap(retryAtOf(o.err)))
-	case outcomeDeferDropped:
-		q.log.V(2).Info("Deferred work dropped at shutdown", "key", o.key)
-	}
 }
 
 // callHook calls the failure or retry hook for o, recovering a panic.
