@@ -6,9 +6,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/go-logr/logr"
-	"k8s.io/utils/clock"
 )
 
 // WorkFunc is the work for key; ctx ends at Shutdown or the attempt timeout.
@@ -32,16 +29,10 @@ var ErrShutdown = errors.New("timedqueue: queue shut down")
 // TimedWorkerQueue runs a [WorkFunc] for scheduled keys. It is safe for
 // concurrent use; the zero value is not usable: call [New].
 type TimedWorkerQueue[K comparable] struct {
-	// Set by New, then only read.
+	options // set by New, then only read
 	work    WorkFunc[K]
-	clock   clock.Clock
-	max     int
-	retry   RetryPolicy
-	timeout time.Duration
-	log     logr.Logger
 	m       metrics
-
-	turns turns // the admit func's turns
+	turns   turns // the admit func's turns
 
 	baseCtx    context.Context // parent of every work ctx; cancelled by Shutdown
 	cancelBase context.CancelCauseFunc
@@ -66,13 +57,9 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		return nil, err
 	}
 	q := &TimedWorkerQueue[K]{
+		options:   o,
 		work:      work,
 		hooks:     h,
-		clock:     o.clock,
-		max:       o.maxConcurrency,
-		retry:     o.retry,
-		timeout:   o.attemptTimeout,
-		log:       o.logger,
 		m:         newMetrics(o.metrics, o.name),
 		s:         newStore[K](),
 		withdrawn: make(map[K]struct{}),
