@@ -109,13 +109,18 @@ func (q *TimedWorkerQueue[K]) schedule(key K, createdAt, fireAt time.Time, updat
 	createdAt, fireAt = q.orNow(createdAt, fireAt)
 	var d delta
 	q.mu.Lock()
-	if q.down.closed {
-		q.mu.Unlock()
-		return false
-	}
+	ok := q.scheduleLocked(key, createdAt, fireAt, update, &d)
+	q.mu.Unlock()
+	q.m.apply(d)
+	return ok
+}
+
+func (q *TimedWorkerQueue[K]) scheduleLocked(key K, createdAt, fireAt time.Time, update bool, d *delta) bool {
 	s := &q.s
 	i, pos, tag := s.index.find(&s.slab, key)
 	switch {
+	case q.down.closed:
+		return false
 	case i < 0:
 		i = s.add(key, pos, tag, createdAt, fireAt)
 		if _, ok := q.withdrawn[key]; ok {
@@ -124,15 +129,10 @@ func (q *TimedWorkerQueue[K]) schedule(key K, createdAt, fireAt time.Time, updat
 			s.push(i)
 		}
 		d.pending++
-	case !update:
-		q.mu.Unlock()
+	case !update || s.at(i).state == stateRunning || momentOf(fireAt) == s.at(i).fire:
 		return false
 	default:
 		e := s.at(i)
-		if e.state == stateRunning || momentOf(fireAt) == e.fire {
-			q.mu.Unlock()
-			return false
-		}
 		if e.attempts > 0 {
 			d.backoff-- // Attempts is reset: no longer backing off
 		}
@@ -143,9 +143,7 @@ func (q *TimedWorkerQueue[K]) schedule(key K, createdAt, fireAt time.Time, updat
 		}
 	}
 	d.adds++
-	q.pumpLocked(&d)
-	q.mu.Unlock()
-	q.m.apply(d)
+	q.pumpLocked(d)
 	return true
 }
 
@@ -187,9 +185,10 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	// A running attempt finds its entry by key and gen: with the entry gone,
 	// its end is handled as a withdrawn attempt's.
 	s.remove(i, pos)
-	if state == stateRunning {
+	switch {
+	case state == stateRunning:
 		q.withdrawn[key] = struct{}{}
-	} else if state == stateWaiting && s.unwait(i) {
+	case state == stateWaiting && s.unwait(i):
 		q.pumpLocked(&d) // the earliest time may have changed: re-arm the timer
 	}
 	s.shrink()
@@ -212,18 +211,7 @@ func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
 	if i < 0 {
 		return TimedWorker[K]{}, false
 	}
-	return q.snapshotLocked(q.s.at(i)), true
-}
-
-func (q *TimedWorkerQueue[K]) snapshotLocked(e *entry[K]) TimedWorker[K] {
-	return TimedWorker[K]{
-		Key:         e.key,
-		CreatedAt:   e.created.time(e.createdLoc),
-		FireAt:      e.fire.time(e.fireLoc),
-		Attempts:    int(e.attempts),
-		NextAttempt: e.next.time(e.fireLoc),
-		Running:     e.state == stateRunning,
-	}
+	return q.s.at(i).snapshot(), true
 }
 
 // AppendWorkers appends a snapshot of every live schedule to dst, in no
@@ -235,7 +223,7 @@ func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[
 	dst = slices.Grow(dst, q.s.index.len())
 	for i := range int32(q.s.slab.len()) {
 		if e := q.s.at(i); e.state != stateFree {
-			dst = append(dst, q.snapshotLocked(e))
+			dst = append(dst, e.snapshot())
 		}
 	}
 	return dst

@@ -25,6 +25,11 @@ type entry[K comparable] struct {
 	deferred            bool // an attempt returned RetryAt: next may differ from fire with no failure
 }
 
+func (e *entry[K]) snapshot() TimedWorker[K] {
+	return TimedWorker[K]{Key: e.key, CreatedAt: e.created.time(e.createdLoc), FireAt: e.fire.time(e.fireLoc),
+		Attempts: int(e.attempts), NextAttempt: e.next.time(e.fireLoc), Running: e.state == stateRunning}
+}
+
 // store holds a queue's schedules: entries in a slab, with a free list, an
 // index from key to slot, and a heap of the waiting entries (see heap.go),
 // guarded by the queue's mutex.

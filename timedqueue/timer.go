@@ -62,12 +62,21 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			q.deadlines.expire(now)
 		}
 		q.startDueLocked(now, d)
-		want := q.wakeAtLocked(now)
-		if want == never {
-			// Nothing to wait for: stop the timer and tell its goroutine to
-			// exit, even if the timer was stopped by a previous round.
+		want := q.deadlines.min
+		// A due head remains only if every slot is busy: a finishing worker takes it.
+		if n, ok := q.s.head(); ok && now.before(n.at) && n.at.before(want) {
+			want = n.at
+		}
+		if q.down.closed || want == never {
+			// Nothing to wait for: stop the timer and tell a running timer
+			// goroutine to exit (a token left over wakes a later one once).
 			q.alarm.disarm()
-			q.idleLocked()
+			if q.alarm.running {
+				select {
+				case q.alarm.idle <- struct{}{}:
+				default:
+				}
+			}
 			return
 		}
 		if want == q.alarm.at {
@@ -93,31 +102,6 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		}
 		q.alarm.disarm() // else want == alarm.at would end the next round early
 	}
-}
-
-// idleLocked tells a running timer goroutine that the timer is stopped, so
-// that it exits; a token left over wakes a later one once, harmlessly.
-func (q *TimedWorkerQueue[K]) idleLocked() {
-	if !q.alarm.running {
-		return
-	}
-	select {
-	case q.alarm.idle <- struct{}{}:
-	default:
-	}
-}
-
-// wakeAtLocked returns when the timer must fire next, or never.
-func (q *TimedWorkerQueue[K]) wakeAtLocked(now moment) moment {
-	if q.down.closed {
-		return never // running work was cancelled; nothing else will start
-	}
-	want := q.deadlines.min
-	// A due head remains only if every slot is busy: a finishing worker takes it.
-	if n, ok := q.s.head(); ok && now.before(n.at) && n.at.before(want) {
-		want = n.at
-	}
-	return want
 }
 
 // timerLoop is the queue's timer goroutine: it pumps when the timer fires.

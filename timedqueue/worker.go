@@ -243,13 +243,13 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 			d.retries++
 			d.backoff++
 			if o.retry, o.hook = true, q.hooks.retry; o.hook != nil {
-				o.w = q.snapshotLocked(e)
+				o.w = e.snapshot()
 			}
 			o.log = func() {
 				q.log.V(4).Info("Work failed; will retry", "key", key, "attempts", attempts, "backoff", wait, "err", err)
 			}
 		} else {
-			o.w, o.hook = q.snapshotLocked(e), q.hooks.failure
+			o.w, o.hook = e.snapshot(), q.hooks.failure
 			o.w.Running = false
 			s.remove(i, pos)
 			d.failures++
