@@ -70,30 +70,19 @@ func (q *TimedWorkerQueue[K]) admitted(a *attempt[K]) (retryAt time.Time, ok boo
 }
 
 // turns makes attempts ask the admit func one at a time, in the order they
-// started: the attempt with ticket n asks once ticket n-1 has. Every ticket
-// handed out is passed exactly once, by the attempt's own goroutine in a
-// deferred call, whatever the admit func does (returns, panics, Goexits).
+// started: ticket n asks once n-1 tickets have passed. Every ticket handed out
+// is passed exactly once, by its attempt's goroutine in a deferred call,
+// whatever the admit func does (returns, panics, Goexits).
 type turns struct {
-	handed uint64 // tickets handed out so far; guarded by the queue's mutex
+	handed uint64 // tickets handed out, the last one's number; guarded by the queue's mutex
 	mu     sync.Mutex
-	cond   sync.Cond
-	next   uint64 // the ticket whose turn it is; tickets start at 1
-}
-
-func (t *turns) init() {
-	t.cond.L = &t.mu
-	t.next = 1
-}
-
-// take hands out the next ticket.
-func (t *turns) take() uint64 {
-	t.handed++
-	return t.handed
+	cond   sync.Cond // L is &mu
+	passed uint64
 }
 
 func (t *turns) wait(ticket uint64) {
 	t.mu.Lock()
-	for t.next != ticket {
+	for t.passed != ticket-1 {
 		t.cond.Wait()
 	}
 	t.mu.Unlock()
@@ -101,7 +90,7 @@ func (t *turns) wait(ticket uint64) {
 
 func (t *turns) pass() {
 	t.mu.Lock()
-	t.next++
+	t.passed++
 	t.mu.Unlock()
 	t.cond.Broadcast()
 }

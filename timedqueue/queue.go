@@ -66,7 +66,7 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		deadlines: deadlines[K]{timed: make(map[*attempt[K]]struct{}), min: never},
 		down:      shutdownState{changed: make(chan struct{})},
 	}
-	q.turns.init()
+	q.turns.cond.L = &q.turns.mu
 	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
 	q.alarm.init(q.clock)
 	return q, nil

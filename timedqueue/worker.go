@@ -79,7 +79,8 @@ func (q *TimedWorkerQueue[K]) takeDueLocked(now moment, a *attempt[K], d *delta)
 		a.late = now.secondsSince(e.fire)
 	}
 	if q.hooks.admit != nil {
-		a.ticket, a.admit, a.fireAt = q.turns.take(), q.hooks.admit, e.fire.time(e.fireLoc)
+		q.turns.handed++
+		a.ticket, a.admit, a.fireAt = q.turns.handed, q.hooks.admit, e.fire.time(e.fireLoc)
 	}
 	// Each attempt gets a ctx of its own, even without a timeout: it tells
 	// Shutdown which attempt its caller belongs to (see workCtx).
