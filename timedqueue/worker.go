@@ -36,15 +36,6 @@ type attempt[K comparable] struct {
 	fireAt   time.Time               // with ticket: the schedule's, for admit
 }
 
-// outcome is what the end of an attempt reports once the lock is released.
-type outcome[K comparable] struct {
-	log   func()                      // logs it, if it is worth a line
-	hook  func(TimedWorker[K], error) // the failure or retry hook to call, if set
-	w     TimedWorker[K]              // for hook
-	err   error
-	retry bool // a retry was armed
-}
-
 // startDueLocked starts due schedules, in (NextAttempt, gen) order, while
 // concurrency slots are free, each on a new worker goroutine.
 func (q *TimedWorkerQueue[K]) startDueLocked(now moment, d *delta) {
@@ -116,15 +107,14 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 	}
 }
 
-// finish settles a, logs it, calls a hook if needed and returns the next
-// attempt for this worker.
+// finish settles a, logs its end, calls a hook if needed and returns the
+// next attempt for this worker.
 func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
-	var o outcome[K]
-	next, wait := q.settle(a, err, &o)
-	if o.log != nil {
-		o.log()
+	next, log, hook := q.settle(a, err)
+	if log != nil {
+		log()
 	}
-	if !wait {
+	if hook == nil {
 		return next
 	}
 	// Call the hook, then give the slot up or take the next due attempt,
@@ -137,7 +127,7 @@ func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 			}
 		}
 	}()
-	q.callHook(&o)
+	q.callHook(a.key, hook)
 	returned = true
 	return q.release(a)
 }
@@ -177,13 +167,14 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 	return q.work(a.ctx, a.key)
 }
 
-// settle records the end of attempt a with error err. It returns the next
-// attempt this worker should run, unless o has a hook to call (wait is
-// true): then the worker keeps its slot until it has called the hook and
+// settle records the end of attempt a with error err, and returns what to
+// log once the lock is released. It returns the next attempt this worker
+// should run, unless there is a failure or retry hook to call: then the
+// worker keeps its slot until it has called the hook and
 // [TimedWorkerQueue.release].
-func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (next *attempt[K], wait bool) {
+func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error) (next *attempt[K], log, hook func()) {
 	var d delta
-	key := a.key // a may be reused before o.log runs
+	key := a.key // a may be reused before log runs
 	// Read outside the lock, to keep the critical section short: a reading
 	// a little early is still a valid now (the pump that follows the
 	// slot's release sees a step made meanwhile).
@@ -209,14 +200,14 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 			s.push(i)
 		}
 		if err != nil && ra == nil {
-			o.log = func() { q.log.V(2).Info("Withdrawn work failed; not retried", "key", key, "err", err) }
+			log = func() { q.log.V(2).Info("Withdrawn work failed; not retried", "key", key, "err", err) }
 		}
 	case err == nil:
 		s.remove(i, pos)
 	case ra != nil && q.down.closed:
 		s.remove(i, pos)
 		d.drops++
-		o.log = func() { q.log.V(2).Info("Deferred work dropped at shutdown", "key", key) }
+		log = func() { q.log.V(2).Info("Deferred work dropped at shutdown", "key", key) }
 	case ra != nil:
 		// Not a failure: no attempt is counted and no hook is called.
 		e.deferred = true
@@ -229,13 +220,10 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		if e.attempts > 0 {
 			d.backoff++
 		}
-		o.log = func() {
-			q.log.V(4).Info("Work deferred", "key", key, "until", ra.at, "reason", ra.reason)
-		}
+		log = func() { q.log.V(4).Info("Work deferred", "key", key, "until", ra.at, "reason", ra.reason) }
 	default:
 		e.attempts++
 		attempts := int(e.attempts)
-		o.err = err
 		if !q.down.closed && !IsPermanent(err) && attempts < q.retry.MaxAttempts {
 			wait := q.retry.backoff(attempts)
 			e.next = now.add(wait)
@@ -243,37 +231,35 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 			d.pending++
 			d.retries++
 			d.backoff++
-			if o.retry, o.hook = true, q.hooks.retry; o.hook != nil {
-				o.w = e.snapshot()
+			if f, w := q.hooks.retry, e.snapshot(); f != nil {
+				hook = func() { f(w, err) }
 			}
-			o.log = func() {
+			log = func() {
 				q.log.V(4).Info("Work failed; will retry", "key", key, "attempts", attempts, "backoff", wait, "err", err)
 			}
 		} else {
-			o.w, o.hook = e.snapshot(), q.hooks.failure
-			o.w.Running = false
+			if f, w := q.hooks.failure, e.snapshot(); f != nil {
+				w.Running = false
+				hook = func() { f(w, err) }
+			}
 			s.remove(i, pos)
 			d.failures++
-			o.log = func() {
+			log = func() {
 				q.log.Error(err, "Work failed; giving up", "key", key, "attempts", attempts, "permanent", IsPermanent(err))
 			}
 		}
 	}
 	s.shrink() // no slot number is used below
-	if o.hook != nil {
+	if hook != nil {
 		q.down.hooking++
 		q.notifyLocked() // Shutdown does not wait for a worker in a hook
-		if o.retry {
-			q.pumpLocked(&d) // arm the timer for the retry before the hook runs
-		}
-		q.mu.Unlock()
-		q.m.apply(d)
-		return nil, true
+		q.pumpLocked(&d) // arm the timer for a retry before the hook runs
+	} else {
+		next = q.nextLocked(&d, now, a)
 	}
-	next = q.nextLocked(&d, now, a)
 	q.mu.Unlock()
 	q.m.apply(d)
-	return next, false
+	return next, log, hook
 }
 
 // release is settle's second half when a hook had to be called first.
@@ -299,12 +285,12 @@ func (q *TimedWorkerQueue[K]) nextLocked(d *delta, now moment, a *attempt[K]) *a
 	return a
 }
 
-// callHook calls the failure or retry hook for o, recovering a panic.
-func (q *TimedWorkerQueue[K]) callHook(o *outcome[K]) {
+// callHook calls hook, recovering a panic.
+func (q *TimedWorkerQueue[K]) callHook(key K, hook func()) {
 	defer func() {
 		if r := recover(); r != nil {
-			q.log.Error(fmt.Errorf("%v", r), "Hook panicked", "key", o.w.Key, "stack", string(debug.Stack()))
+			q.log.Error(fmt.Errorf("%v", r), "Hook panicked", "key", key, "stack", string(debug.Stack()))
 		}
 	}()
-	o.hook(o.w, o.err)
+	hook()
 }
