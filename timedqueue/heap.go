@@ -2,8 +2,8 @@ package timedqueue
 
 import "slices"
 
-// node is one element of a store's heap: everything the heap order needs,
-// so that sifts never touch the slab. 20 bytes.
+// node is one element of a store's heap: everything the heap order needs, so
+// that sifts never read the slab. 20 bytes.
 type node struct {
 	at   moment // the entry's NextAttempt when the node was pushed
 	slot int32
@@ -11,19 +11,18 @@ type node struct {
 }
 
 // The heap is a 4-ary min-heap of nodes ordered by (at, gen), with lazy
-// deletion. A waiting entry has exactly one live node: the one whose slot,
-// gen and at are the entry's. Cancelling or rescheduling an entry frees or
-// changes the entry at once and leaves its old node in the heap, stale; stale
-// nodes are dropped when they reach the top (head) and by a compaction (an
-// O(n) rebuild) once more than a quarter of the heap is stale. So cancel costs
-// no sift, reschedule is a push, sifts never read the slab, and the heap holds
-// at most 4/3 nodes per waiting entry: O(log n) amortised.
+// deletion. A waiting entry has one live node: the one whose slot, gen and at
+// are the entry's. Cancel and reschedule change the entry at once and leave
+// its old node stale, dropped when it reaches the top or by a compaction once
+// more than a quarter of the heap is stale. So cancel costs no sift,
+// reschedule is a push, and the heap holds at most 4/3 nodes per waiting
+// entry: O(log n) amortised.
 //
-// Ties go to the lower gen, compared with serial-number arithmetic: schedules
-// with the same time start in the order they were made unless 2³¹ schedules
-// were made in between. A stale node whose slot, gen and time match a live
-// schedule's (after 2³² schedules) stands for exactly that schedule: it can
-// only start it at its time, once.
+// Ties go to the lower gen, in serial-number arithmetic: schedules with the
+// same time start in the order they were made unless 2³¹ schedules were made
+// in between. A stale node matching a live schedule's slot, gen and time
+// (after 2³² schedules) stands for exactly that schedule: it can only start
+// it at its time, once.
 
 func less(a, b node) bool {
 	if a.at != b.at {
@@ -48,14 +47,11 @@ func (s *store[K]) push(i int32) {
 }
 
 // unwait records that the waiting entry in slot i stopped waiting without its
-// node being popped: the caller has just freed the slot or renumbered it
-// (cancel, reschedule), which made the node stale. It reports whether that
-// node was the top: then the timer must be re-armed.
-func (s *store[K]) unwait(i int32) (wasTop bool) {
+// node being popped: the caller has just freed the slot or given it a new gen,
+// which made the node stale.
+func (s *store[K]) unwait(i int32) {
 	s.waiting--
-	wasTop = !s.live(s.heap[0])
 	s.dropStaleIfMany(i)
-	return wasTop
 }
 
 // head drops the stale nodes at the top of the heap and returns the live top,
@@ -75,8 +71,7 @@ func (s *store[K]) head() (node, bool) {
 func (s *store[K]) pop() int32 {
 	i := s.heap[0].slot
 	s.removeTop()
-	s.waiting--
-	s.dropStaleIfMany(i)
+	s.unwait(i)
 	return i
 }
 
@@ -95,8 +90,7 @@ func (s *store[K]) removeTop() {
 func (s *store[K]) dropStaleIfMany(skip int32) {
 	if stale := len(s.heap) - s.waiting; stale*4 > len(s.heap) {
 		// Checking each node against its entry is a cache miss: unless the
-		// slab is much larger (many running), make the live nodes anew,
-		// reading the slab in order.
+		// slab is much larger (many running), read the slab in order.
 		if s.slab.len() <= 4*len(s.heap) {
 			s.heap = s.appendWaiting(s.heap[:0], skip)
 		} else {

@@ -185,16 +185,16 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	// A running attempt finds its entry by key and gen: with the entry gone,
 	// its end is handled as a withdrawn attempt's.
 	s.remove(i, pos)
-	switch {
-	case state == stateRunning:
+	if state == stateRunning {
 		q.withdrawn[key] = struct{}{}
-	case state == stateWaiting && s.unwait(i):
-		q.pumpLocked(&d) // the earliest time may have changed: re-arm the timer
-	}
-	s.shrink()
-	if state != stateRunning {
+	} else {
+		if state == stateWaiting {
+			s.unwait(i)
+		}
+		q.pumpLocked(&d) // the earliest time may have changed
 		d.pending--
 	}
+	s.shrink()
 	q.mu.Unlock()
 	q.m.apply(d)
 	return state != stateRunning
