@@ -2,20 +2,16 @@ package timedqueue
 
 import "hash/maphash"
 
-// index maps each key with a live schedule to its slab slot. It is an
-// open-addressing table of 8-byte slots, each packing a 32-bit hash tag with
-// the slot index + 1 (0 marks an empty slot), with linear probing and
-// backward-shift deletion (no tombstones). Keys stay in the slab: a probe
-// compares tags and reads the slab only on a tag match. A map[K]int32 would
-// take 40 to 56 bytes per string key; this takes 16 at 1M keys.
+// index maps each key with a live schedule to its slab slot: an
+// open-addressing table of 8-byte slots, each a 32-bit hash tag and the slot
+// index + 1 (0 is empty), with linear probing and backward-shift deletion (no
+// tombstones). Keys stay in the slab, read on a tag match only. It takes 16
+// bytes per key at 1M keys, where a map[string]int32 takes 40 to 56.
 //
-// A key's home position is its tag masked to the table size, so a resize
-// neither hashes a key nor reads the slab. The table doubles when more than
-// 3/4 full; store.shrink fits it to its keys when it compacts the slab.
-//
-// The hash is hash/maphash.Comparable with a seed per queue. Like a Go map, it
-// panics for a key holding a value that is not comparable (the queue refuses
-// such keys first: see badKey), and never finds a key not equal to itself.
+// A key's home is its tag masked to the table size, so a resize neither
+// hashes a key nor reads the slab. The table doubles when more than 3/4 full;
+// store.shrink sizes it anew. The hash is maphash.Comparable, seeded per
+// queue: like a Go map, it panics for an uncomparable key (see badKey).
 type index[K comparable] struct {
 	slots []uint64 // tag<<32 | slab index+1; 0 is empty; len is a power of two or 0
 	n     int      // occupied slots
@@ -63,7 +59,7 @@ func (x *index[K]) find(slab *slab[K], key K) (i int32, pos uint32, tag uint32) 
 // has just returned, with no change to the index since.
 func (x *index[K]) insertAt(pos, tag uint32, i int32) {
 	if (x.n+1)*4 > len(x.slots)*3 {
-		x.grow()
+		x.resize(max(indexMinSize, 2*len(x.slots)))
 		pos = x.emptyFor(tag)
 	}
 	x.slots[pos] = uint64(tag)<<32 | uint64(uint32(i)+1)
@@ -80,13 +76,8 @@ func (x *index[K]) emptyFor(tag uint32) uint32 {
 	return p
 }
 
-// grow doubles the table.
-func (x *index[K]) grow() {
-	x.resize(max(indexMinSize, 2*len(x.slots)))
-}
-
-// resize re-places every slot by its tag in a table of size slots, a power
-// of two large enough, or none if size is 0.
+// resize re-places every slot by its tag in a table of size slots (a power of
+// two large enough, or 0).
 func (x *index[K]) resize(size int) {
 	old := x.slots
 	x.slots = nil
@@ -100,17 +91,14 @@ func (x *index[K]) resize(size int) {
 	}
 }
 
-// reset empties the table and sizes it for n keys, at most 3/8 full, or to
-// none for 0.
+// reset empties the table and sizes it for n keys, at most 3/8 full.
 func (x *index[K]) reset(n int) {
 	x.slots, x.n = nil, 0
-	if n > 0 {
-		size := indexMinSize
-		for n*8 > size*3 {
-			size *= 2
-		}
-		x.slots = make([]uint64, size)
+	size := 0
+	for size*3 < n*8 {
+		size = max(indexMinSize, 2*size)
 	}
+	x.resize(size)
 }
 
 // deleteAt removes the key at table position pos, as returned by find. Later

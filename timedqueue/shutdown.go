@@ -53,11 +53,10 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 		defer q.leaveLocked(own)
 	}
 	for {
-		// A worker in a hook holds its slot but has no work func left to
-		// wait for: the hook may be the caller. A caller inside a running
-		// attempt skips its own and those of the other callers inside running
-		// attempts (q.inside counts them all, its own included), which wait
-		// for it as it would for them.
+		// A worker in a hook has no work func left to wait for: the hook may
+		// be the caller. A caller inside a running attempt does not wait for
+		// the attempts of callers inside running attempts (q.down.inside,
+		// its own included), which do not wait for it either.
 		busy := q.active - q.down.hooking
 		if !q.alarm.running && (busy == 0 || own != nil && own.running && busy <= q.down.inside) {
 			return nil
@@ -95,17 +94,14 @@ func (q *TimedWorkerQueue[K]) notifyLocked() {
 	}
 }
 
-// workCtxKey is the context key under which a work ctx carries itself, so that
-// Shutdown can tell which attempt, if any, its caller belongs to.
-type workCtxKey struct{}
-
 // workCtx is the ctx handed to one attempt's work func, and that attempt's
 // identity. Shutdown called with it, or a ctx derived from it, does not wait
 // for the attempt while running is true: its caller is then that work func or
 // a goroutine it waits for. A ctx may be kept after its work func returned,
 // so each attempt has a workCtx of its own, never reused. Its parent is the
 // queue's base ctx (no cancel func to register); with a timeout the work func
-// gets a timedCtx around it.
+// gets a timedCtx around it. It carries itself under the key q, so that
+// Shutdown can tell which attempt, if any, its caller belongs to.
 type workCtx[K comparable] struct {
 	context.Context
 	q *TimedWorkerQueue[K]
@@ -115,15 +111,14 @@ type workCtx[K comparable] struct {
 }
 
 func (c *workCtx[K]) Value(key any) any {
-	if key == (workCtxKey{}) {
+	if key == any(c.q) {
 		return c
 	}
 	return c.Context.Value(key)
 }
 
 // timedCtx is the work ctx of an attempt with a timeout: its workCtx's
-// Context is a child of the base ctx that the queue cancels at the deadline,
-// on its own clock.
+// Context is a child of the base ctx, cancelled at the deadline by the queue.
 type timedCtx[K comparable] struct {
 	*workCtx[K]
 	deadline moment
@@ -145,10 +140,8 @@ func (c *timedCtx[K]) Err() error {
 
 // ownAttempt returns the attempt ctx carries, if it belongs to q.
 func (q *TimedWorkerQueue[K]) ownAttempt(ctx context.Context) *workCtx[K] {
-	if c, ok := ctx.Value(workCtxKey{}).(*workCtx[K]); ok && c.q == q {
-		return c
-	}
-	return nil
+	c, _ := ctx.Value(q).(*workCtx[K])
+	return c
 }
 
 // returnedLocked records that the work func of c has returned. q.down.inside

@@ -11,8 +11,7 @@ const (
 )
 
 // entry is one live schedule, stored by value in the slab: 80 bytes for a
-// string key, its times as moments and Locations rather than time.Time values
-// of 24 bytes each.
+// string key, with its times as moments and Locations.
 type entry[K comparable] struct {
 	key                 K
 	createdLoc, fireLoc *time.Location
@@ -86,11 +85,10 @@ func (s *store[K]) remove(i int32, pos uint32) {
 }
 
 // shrink gives memory back once at most a quarter of the slab's slots hold an
-// entry: it copies the entries, in slot order, to a slab of their size, and
-// rebuilds the index and the heap for them. That is O(n) after at least 3n/4
-// releases: O(1) amortised, and a size hovering around the threshold does not
-// make the store shrink and grow in turn. Slot numbers change: the caller
-// holds none across it (a running attempt finds its entry by key).
+// entry: it copies them, in slot order, to a slab of their size and rebuilds
+// the index and the heap. That is O(n) after 3n/4 releases at least: O(1)
+// amortised, with no shrink-grow cycle around the threshold. Slot numbers
+// change: the caller holds none across it (an attempt finds its entry by key).
 func (s *store[K]) shrink() {
 	used := s.slab.len()
 	if used <= minShrink || s.index.len()*4 > used {
@@ -111,19 +109,17 @@ func (s *store[K]) shrink() {
 	s.heapify()
 }
 
-// slab holds the entries in pages of slabPage entries, so that it grows one
-// page at a time: no copy of the whole slab under the queue's lock, and at
-// most one page unused. Only the first page grows by doubling, from a few
-// entries, so that a small queue stays small. Slots [0, len) are allocated,
-// free or not.
+// slab holds the entries in pages of slabPage entries: it grows a page at a
+// time, with no copy of the whole slab under the queue's lock. The first page
+// doubles from 8 entries, so that a small queue stays small. Slots [0, len)
+// are allocated, free or not.
 type slab[K comparable] struct {
 	pages [][]entry[K] // each of slabPage entries, but the first while it grows
 	n     int32        // allocated slots
 }
 
-// slabShift sets slabPage: 1024 entries, 80 KiB for a string key. With a key
-// of 8-byte alignment a page is a multiple of 8 KiB, which the Go allocator
-// serves as a large object with no rounding and no header.
+// slabShift sets slabPage: 1024 entries, a multiple of 8 KiB for a key of
+// 8-byte alignment, which Go allocates with no rounding and no header.
 const (
 	slabShift = 10
 	slabPage  = 1 << slabShift
@@ -149,7 +145,6 @@ func (sl *slab[K]) grow() int32 {
 		}
 		sl.pages = append(sl.pages, make([]entry[K], size))
 	case p == 0 && int(i) == len(sl.pages[0]):
-		// The first page doubles up to slabPage.
 		sl.pages[0] = append(sl.pages[0], make([]entry[K], min(len(sl.pages[0]), slabPage-len(sl.pages[0])))...)
 	}
 	sl.n++

@@ -8,8 +8,8 @@ import (
 )
 
 // alarm is a queue's one timer, guarded by the queue's mutex. It is re-armed
-// with Stop, a drain and Reset, never Reset alone: a FakeClock does not drain
-// on Reset, and a stale value would make a later Step block.
+// with Stop, a drain and Reset: a FakeClock does not drain on Reset, and a
+// stale value would make a later Step block.
 type alarm struct {
 	timer   clock.Timer
 	c       <-chan time.Time
@@ -47,10 +47,9 @@ func (a *alarm) disarm() {
 // the next event. Every method that may change the earliest event calls it
 // before returning, so no change waits for the timer goroutine.
 func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
-	// Fast path, no clock read: every slot is busy (a worker that finishes
-	// pumps before it gives its slot up), or the timer is armed for the
-	// earliest schedule, or stopped with none (if that time has passed, the
-	// timer has fired and its goroutine pumps).
+	// No clock read if every slot is busy (a finishing worker pumps), or the
+	// timer is armed for the earliest schedule (if that time has passed, its
+	// goroutine pumps), or stopped with none.
 	if q.timeout <= 0 && !q.down.closed {
 		if n, ok := q.s.head(); q.active >= q.max || ok && n.at == q.alarm.at || !ok && q.alarm.at == never {
 			return
@@ -92,11 +91,10 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			q.alarm.running = true
 			go q.timerLoop()
 		}
-		// The timer counts from the clock's time at Reset: if the clock
-		// moved since armedAt (a Step from another goroutine), it fires late
-		// by as much, or, past want, not at all on a FakeClock. So if the
-		// clock moved, go round again, twice at most: a real clock always
-		// moves a little, by the time Reset takes.
+		// The timer counts from the clock's time at Reset: if the clock moved
+		// since armedAt (a Step from another goroutine), it fires late by as
+		// much, or, past want, never on a FakeClock. So go round again, twice
+		// at most: a real clock always moves a little.
 		if now2 := momentOf(q.clock.Now()); now2.before(want) && (now2 == armedAt || tries >= 2) {
 			return
 		}
@@ -105,9 +103,9 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 }
 
 // timerLoop is the queue's timer goroutine: it pumps when the timer fires.
-// pumpLocked starts it when it arms the timer and none runs; it exits when the
-// timer is stopped or the queue shut down, decided under q.mu as the start
-// is: the timer is never armed without a goroutine to receive from it.
+// pumpLocked starts it when it arms the timer; it exits when the timer is
+// stopped or the queue shut down, decided under q.mu: the timer is never
+// armed without a goroutine to receive from it.
 func (q *TimedWorkerQueue[K]) timerLoop() {
 	for {
 		fired := false
