@@ -36,26 +36,18 @@ type options struct {
 }
 
 // WithClock sets the queue's clock. The default is clock.RealClock{}.
-func WithClock(c clock.Clock) Option {
-	return optionFunc(func(o *options) { o.clock = c })
-}
+func WithClock(c clock.Clock) Option { return optionFunc(func(o *options) { o.clock = c }) }
 
 // WithMaxConcurrency bounds the work funcs running at once, withdrawn ones
 // included, to n in [1, 1<<20]. The default is DefaultMaxConcurrency.
-func WithMaxConcurrency(n int) Option {
-	return optionFunc(func(o *options) { o.max = n })
-}
+func WithMaxConcurrency(n int) Option { return optionFunc(func(o *options) { o.max = n }) }
 
 // WithRetry sets how failed attempts are retried.
-func WithRetry(p RetryPolicy) Option {
-	return optionFunc(func(o *options) { o.retry = p })
-}
+func WithRetry(p RetryPolicy) Option { return optionFunc(func(o *options) { o.retry = p }) }
 
 // WithLogger sets the logger. Without it the queue logs to klog.Background();
 // a given logger, logr.Discard() included, is used as is.
-func WithLogger(l logr.Logger) Option {
-	return optionFunc(func(o *options) { o.log = l })
-}
+func WithLogger(l logr.Logger) Option { return optionFunc(func(o *options) { o.log = l }) }
 
 // WithMetricsProvider sets the queue's metrics. The default records nothing.
 func WithMetricsProvider(p MetricsProvider) Option {
@@ -63,9 +55,7 @@ func WithMetricsProvider(p MetricsProvider) Option {
 }
 
 // WithName names the queue in its log lines and to the MetricsProvider.
-func WithName(name string) Option {
-	return optionFunc(func(o *options) { o.name = name })
-}
+func WithName(name string) Option { return optionFunc(func(o *options) { o.name = name }) }
 
 // WithAttemptTimeout cancels each attempt's ctx d after it started, with
 // Cause context.DeadlineExceeded; the work func must return on its own. Zero,

@@ -60,7 +60,16 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		if q.timeout > 0 && !now.before(q.deadlines.min) {
 			q.deadlines.expire(now)
 		}
-		q.startDueLocked(now, d)
+		// Start due schedules while slots are free, each on a new worker.
+		for q.active < q.max {
+			a := q.takeDueLocked(now, nil, d)
+			if a == nil {
+				break
+			}
+			q.active++
+			d.running++
+			go q.worker(a)
+		}
 		want := q.deadlines.min
 		// A due head remains only if every slot is busy: a finishing worker takes it.
 		if n, ok := q.s.head(); ok && now.before(n.at) && n.at.before(want) {

@@ -36,20 +36,6 @@ type attempt[K comparable] struct {
 	fireAt   time.Time               // with ticket: the schedule's, for admit
 }
 
-// startDueLocked starts due schedules, in (NextAttempt, gen) order, while
-// concurrency slots are free, each on a new worker goroutine.
-func (q *TimedWorkerQueue[K]) startDueLocked(now moment, d *delta) {
-	for q.active < q.max {
-		a := q.takeDueLocked(now, nil, d)
-		if a == nil {
-			return
-		}
-		q.active++
-		d.running++
-		go q.worker(a)
-	}
-}
-
 // takeDueLocked begins the earliest schedule if it is due, in attempt a
 // (reused) or a new one, and returns the attempt; or nil.
 func (q *TimedWorkerQueue[K]) takeDueLocked(now moment, a *attempt[K], d *delta) *attempt[K] {
