@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sync"
 	"time"
 )
 
@@ -54,10 +53,12 @@ func (q *TimedWorkerQueue[K]) SetAdmitFunc(f AdmitFunc[K]) {
 }
 
 // admitted asks a's admit func, in a's turn, whether a may start; if not, it
-// returns when to ask again.
+// returns when to ask again. Attempts ask one at a time, in the order they
+// started: each waits for the one before to pass the turn, which it does
+// whatever the admit func does (returns, panics, Goexits).
 func (q *TimedWorkerQueue[K]) admitted(a *attempt[K]) (retryAt time.Time, ok bool) {
-	q.turns.wait(a.ticket)
-	defer q.turns.pass() // also if admit panics or calls runtime.Goexit
+	<-a.turn
+	defer close(a.passTurn) // also if admit panics or calls runtime.Goexit
 	defer func() {
 		if r := recover(); r != nil {
 			q.log.Error(fmt.Errorf("%v", r), "Admit func panicked; starting the attempt", "key", a.key, "stack", string(debug.Stack()))
@@ -67,32 +68,6 @@ func (q *TimedWorkerQueue[K]) admitted(a *attempt[K]) (retryAt time.Time, ok boo
 	now := q.clock.Now()
 	retryAt = a.admit(a.key, a.fireAt, now)
 	return retryAt, !retryAt.After(now)
-}
-
-// turns makes attempts ask the admit func one at a time, in the order they
-// started: ticket n asks once n-1 tickets have passed. Every ticket handed out
-// is passed exactly once, by its attempt's goroutine in a deferred call,
-// whatever the admit func does (returns, panics, Goexits).
-type turns struct {
-	handed uint64 // tickets handed out, the last one's number; guarded by the queue's mutex
-	mu     sync.Mutex
-	cond   sync.Cond // L is &mu
-	passed uint64
-}
-
-func (t *turns) wait(ticket uint64) {
-	t.mu.Lock()
-	for t.passed != ticket-1 {
-		t.cond.Wait()
-	}
-	t.mu.Unlock()
-}
-
-func (t *turns) pass() {
-	t.mu.Lock()
-	t.passed++
-	t.mu.Unlock()
-	t.cond.Broadcast()
 }
 
 // errNotAdmitted is the reason of a wait an admit func asked for.

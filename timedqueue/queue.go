@@ -32,7 +32,6 @@ type TimedWorkerQueue[K comparable] struct {
 	options // set by New, then only read
 	work    WorkFunc[K]
 	m       metrics
-	turns   turns // the admit func's turns
 
 	baseCtx    context.Context // parent of every work ctx; cancelled by Shutdown
 	cancelBase context.CancelCauseFunc
@@ -40,6 +39,7 @@ type TimedWorkerQueue[K comparable] struct {
 	mu        sync.Mutex
 	s         store[K]
 	hooks     hooks[K]
+	lastTurn  chan struct{}  // passTurn of the last attempt that began with an admit func
 	withdrawn map[K]struct{} // keys with a withdrawn attempt in flight
 	active    int            // attempts in flight, withdrawn included: busy worker goroutines
 	alarm     alarm          // the queue's one timer (see timer.go)
@@ -66,7 +66,8 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 		deadlines: deadlines[K]{timed: make(map[*attempt[K]]struct{}), min: never},
 		down:      shutdownState{changed: make(chan struct{})},
 	}
-	q.turns.cond.L = &q.turns.mu
+	q.lastTurn = make(chan struct{})
+	close(q.lastTurn)
 	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
 	q.alarm.init(q.clock)
 	return q, nil

@@ -14,12 +14,6 @@ const (
 	DefaultMaxBackoff     = time.Minute
 )
 
-// The defaults are internal/backoff's, shared with package sharding: a
-// conversion of a negative constant to uint fails to compile if they drift.
-const _ = uint(DefaultMaxAttempts-backoff.DefaultMaxAttempts) + uint(backoff.DefaultMaxAttempts-DefaultMaxAttempts) +
-	uint(DefaultInitialBackoff-backoff.DefaultInitialBackoff) + uint(backoff.DefaultInitialBackoff-DefaultInitialBackoff) +
-	uint(DefaultMaxBackoff-backoff.DefaultMaxBackoff) + uint(backoff.DefaultMaxBackoff-DefaultMaxBackoff)
-
 // RetryPolicy says when a failed attempt is tried again: after the wait
 // [RetryPolicy.Backoff] gives, on the clock from the attempt's return, up to
 // MaxAttempts attempts in all. Zero fields take the Default constants, but a MaxBackoff set alone below

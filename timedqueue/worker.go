@@ -31,9 +31,10 @@ type attempt[K comparable] struct {
 	ctx      context.Context         // the work func's ctx: wc, or a timedCtx around it
 	cancel   context.CancelCauseFunc // nil without an attempt timeout
 	deadline moment                  // with an attempt timeout
-	ticket   uint64                  // the admit func's turn, 0 if none was set when it began
-	admit    AdmitFunc[K]            // with ticket
-	fireAt   time.Time               // with ticket: the schedule's, for admit
+	admit    AdmitFunc[K]            // nil if none was set when it began
+	turn     <-chan struct{}         // with admit: closed when it may ask admit
+	passTurn chan struct{}           // with admit: closed once it asked
+	fireAt   time.Time               // with admit: the schedule's
 }
 
 // takeDueLocked begins the earliest schedule if it is due, in attempt a
@@ -56,8 +57,8 @@ func (q *TimedWorkerQueue[K]) takeDueLocked(now moment, a *attempt[K], d *delta)
 		a.late = now.secondsSince(e.fire)
 	}
 	if q.hooks.admit != nil {
-		q.turns.handed++
-		a.ticket, a.admit, a.fireAt = q.turns.handed, q.hooks.admit, e.fire.time(e.fireLoc)
+		a.admit, a.turn, a.passTurn = q.hooks.admit, q.lastTurn, make(chan struct{})
+		a.fireAt, q.lastTurn = e.fire.time(e.fireLoc), a.passTurn
 	}
 	// Each attempt gets a ctx of its own, even without a timeout: it tells
 	// Shutdown which attempt its caller belongs to (see workCtx).
@@ -74,7 +75,7 @@ func (q *TimedWorkerQueue[K]) takeDueLocked(now moment, a *attempt[K], d *delta)
 
 // worker runs attempts until none is due, then exits. It starts with a. If a
 // work func calls runtime.Goexit, the deferred func settles its attempt and
-// hands the next one to a new goroutine (hookThenRelease does so for a hook).
+// hands the next one to a new goroutine (finish does so for a hook).
 func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 	inWork := false
 	defer func() {
@@ -121,7 +122,7 @@ func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 // run calls the work func for a, recovering a panic into a *PanicError.
 func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 	admitted, retryAt := true, time.Time{}
-	if a.ticket != 0 {
+	if a.admit != nil {
 		retryAt, admitted = q.admitted(a)
 	}
 	if a.first {
