@@ -37,7 +37,7 @@ func (s *store[K]) check() error {
 	if err := s.index.check(&s.slab); err != nil {
 		return err
 	}
-	if used, live := s.slab.len(), s.index.len(); used > minShrink && live*4 < used {
+	if used, live := s.slab.len(), s.index.n; used > minShrink && live*4 < used {
 		return fmt.Errorf("slab not shrunk: %d slots for %d entries", used, live)
 	}
 	return nil

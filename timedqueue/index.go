@@ -21,17 +21,10 @@ type index[K comparable] struct {
 // indexMinSize is the table size on first insert.
 const indexMinSize = 16
 
-func newIndex[K comparable]() index[K] {
-	return index[K]{seed: maphash.MakeSeed()}
-}
-
 // tag returns key's hash tag.
 func (x *index[K]) tag(key K) uint32 {
 	return uint32(maphash.Comparable(x.seed, key) >> 32)
 }
-
-// len returns the number of keys.
-func (x *index[K]) len() int { return x.n }
 
 // find looks key up. If found, it returns its slab index and its table
 // position; if not, i is -1 and pos is the empty position where key would be

@@ -38,7 +38,7 @@ func indexModel[K comparable](t *testing.T, seed uint64, ops, nkeys int, newKey 
 		case !in:
 			require.False(t, deleteKey(&s, k), "delete of an absent key")
 		}
-		require.Equal(t, len(model), s.index.len())
+		require.Equal(t, len(model), s.index.n)
 		if op%1009 == 0 || op == ops-1 {
 			require.NoError(t, s.index.check(&s.slab), "op %d", op)
 		}
@@ -104,7 +104,7 @@ func TestIndexNaNKeyIsNeverFound(t *testing.T) {
 	}
 	_, ok := get(&s, math.NaN())
 	assert.False(t, ok)
-	assert.Equal(t, 3, s.index.len())
+	assert.Equal(t, 3, s.index.n)
 }
 
 // TestIndexBackwardShiftWraps places hand-made tags in a table of 16 so that

@@ -3,7 +3,6 @@ package timedqueue
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 )
@@ -69,7 +68,9 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 	q.lastTurn = make(chan struct{})
 	close(q.lastTurn)
 	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
-	q.alarm.init(q.clock)
+	t := q.clock.NewTimer(time.Hour)
+	t.Stop()
+	q.alarm = alarm{timer: t, c: t.C(), at: never, stop: make(chan struct{}), idle: make(chan struct{}, 1)}
 	return q, nil
 }
 
@@ -107,7 +108,17 @@ func (q *TimedWorkerQueue[K]) schedule(key K, createdAt, fireAt time.Time, updat
 	if badKey(key) {
 		return false
 	}
-	createdAt, fireAt = q.orNow(createdAt, fireAt)
+	// A zero time means now: kept as is, a zero FireAt would fall in year 1
+	// and report a lateness of two thousand years.
+	if createdAt.IsZero() || fireAt.IsZero() {
+		now := q.clock.Now()
+		if createdAt.IsZero() {
+			createdAt = now
+		}
+		if fireAt.IsZero() {
+			fireAt = now
+		}
+	}
 	var d delta
 	q.mu.Lock()
 	ok := q.scheduleLocked(key, createdAt, fireAt, update, &d)
@@ -146,22 +157,6 @@ func (q *TimedWorkerQueue[K]) scheduleLocked(key K, createdAt, fireAt time.Time,
 	d.adds++
 	q.pumpLocked(d)
 	return true
-}
-
-// orNow returns createdAt and fireAt with a zero time replaced by the clock's
-// now. Zero is taken as "not given": kept as is, a zero FireAt would fall in
-// year 1 and report a lateness of two thousand years.
-func (q *TimedWorkerQueue[K]) orNow(createdAt, fireAt time.Time) (time.Time, time.Time) {
-	if createdAt.IsZero() || fireAt.IsZero() {
-		now := q.clock.Now()
-		if createdAt.IsZero() {
-			createdAt = now
-		}
-		if fireAt.IsZero() {
-			fireAt = now
-		}
-	}
-	return createdAt, fireAt
 }
 
 // CancelWork reports whether it removed pending or backing-off work for key,
@@ -221,7 +216,6 @@ func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
 func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[K] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	dst = slices.Grow(dst, q.s.index.len())
 	for i := range int32(q.s.slab.len()) {
 		if e := q.s.at(i); e.state != stateFree {
 			dst = append(dst, e.snapshot())
@@ -234,5 +228,5 @@ func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[
 func (q *TimedWorkerQueue[K]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.s.index.len()
+	return q.s.index.n
 }

@@ -38,7 +38,7 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 		d.drops += dropped
 	}
 	if own != nil {
-		q.enterLocked(own)
+		q.shutdownCallLocked(own, 1)
 	}
 	q.mu.Unlock()
 	q.m.apply(d)
@@ -50,7 +50,7 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if own != nil {
-		defer q.leaveLocked(own)
+		defer q.shutdownCallLocked(own, -1)
 	}
 	for {
 		// A worker in a hook has no work func left to wait for: the hook may
@@ -146,7 +146,7 @@ func (q *TimedWorkerQueue[K]) ownAttempt(ctx context.Context) *workCtx[K] {
 
 // returnedLocked records that the work func of c has returned. q.down.inside
 // counts the running attempts with a Shutdown call in progress through their
-// ctx, each once: it changes only here, in enterLocked and in leaveLocked.
+// ctx, each once: it changes only here and in shutdownCallLocked.
 func (q *TimedWorkerQueue[K]) returnedLocked(c *workCtx[K]) {
 	c.running = false
 	if c.shutdowns > 0 {
@@ -155,19 +155,12 @@ func (q *TimedWorkerQueue[K]) returnedLocked(c *workCtx[K]) {
 	}
 }
 
-// enterLocked records a Shutdown call made with c's ctx.
-func (q *TimedWorkerQueue[K]) enterLocked(c *workCtx[K]) {
-	c.shutdowns++
-	if c.shutdowns == 1 && c.running {
-		q.down.inside++
-	}
-}
-
-// leaveLocked records the return of a Shutdown call made with c's ctx.
-func (q *TimedWorkerQueue[K]) leaveLocked(c *workCtx[K]) {
-	c.shutdowns--
-	if c.shutdowns == 0 && c.running {
-		q.down.inside--
+// shutdownCallLocked records that a Shutdown call made with c's ctx began
+// (n = 1) or returned (n = -1).
+func (q *TimedWorkerQueue[K]) shutdownCallLocked(c *workCtx[K], n int32) {
+	c.shutdowns += n
+	if first, last := n > 0 && c.shutdowns == 1, n < 0 && c.shutdowns == 0; c.running && (first || last) {
+		q.down.inside += int(n)
 		q.notifyLocked()
 	}
 }

@@ -1,6 +1,9 @@
 package timedqueue
 
-import "time"
+import (
+	"hash/maphash"
+	"time"
+)
 
 // Entry states.
 const (
@@ -45,7 +48,7 @@ type store[K comparable] struct {
 const minShrink = 256
 
 func newStore[K comparable]() store[K] {
-	return store[K]{index: newIndex[K]()}
+	return store[K]{index: index[K]{seed: maphash.MakeSeed()}}
 }
 
 // at returns the entry in slot i.
@@ -91,12 +94,12 @@ func (s *store[K]) remove(i int32, pos uint32) {
 // change: the caller holds none across it (an attempt finds its entry by key).
 func (s *store[K]) shrink() {
 	used := s.slab.len()
-	if used <= minShrink || s.index.len()*4 > used {
+	if used <= minShrink || s.index.n*4 > used {
 		return
 	}
 	old := s.slab
 	s.slab, s.free = slab[K]{}, nil
-	s.index.reset(s.index.len())
+	s.index.reset(s.index.n)
 	for j := range int32(used) {
 		if e := old.at(j); e.state != stateFree {
 			i := s.slab.grow()

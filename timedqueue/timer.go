@@ -19,15 +19,6 @@ type alarm struct {
 	idle    chan struct{} // a token: the timer was stopped, the goroutine may exit
 }
 
-func (a *alarm) init(c clock.Clock) {
-	a.timer = c.NewTimer(time.Hour)
-	a.timer.Stop()
-	a.c = a.timer.C()
-	a.at = never
-	a.stop = make(chan struct{})
-	a.idle = make(chan struct{}, 1)
-}
-
 // disarm stops the timer and drains a value it may have sent.
 func (a *alarm) disarm() {
 	if a.at == never {
