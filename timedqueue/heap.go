@@ -11,18 +11,13 @@ type node struct {
 }
 
 // The heap is a 4-ary min-heap of nodes ordered by (at, gen), with lazy
-// deletion. A waiting entry has one live node: the one whose slot, gen and at
-// are the entry's. Cancel and reschedule change the entry at once and leave
-// its old node stale, dropped when it reaches the top or by a compaction once
-// more than a quarter of the heap is stale. So cancel costs no sift,
-// reschedule is a push, and the heap holds at most 4/3 nodes per waiting
-// entry: O(log n) amortised.
-//
-// Ties go to the lower gen, in serial-number arithmetic: schedules with the
-// same time start in the order they were made unless 2³¹ schedules were made
-// in between. A stale node matching a live schedule's slot, gen and time
-// (after 2³² schedules) stands for exactly that schedule: it can only start
-// it at its time, once.
+// deletion: a waiting entry's live node has its slot, gen and at. Cancel and
+// reschedule leave the old node stale, dropped at the top or by a compaction
+// once more than a quarter of the heap is stale: cancel costs no sift, and
+// the heap holds at most 4/3 nodes per waiting entry. Ties go to the lower gen
+// (serial-number arithmetic: made in order unless 2³¹ schedules apart). A
+// stale node matching a live schedule's slot, gen and time (2³² schedules
+// later) can only start that schedule at its time, once.
 
 func less(a, b node) bool {
 	if a.at != b.at {
@@ -46,9 +41,8 @@ func (s *store[K]) push(i int32) {
 	s.up(len(s.heap)-1, node{at: e.next, slot: i, gen: e.gen})
 }
 
-// unwait records that the waiting entry in slot i stopped waiting without its
-// node being popped: the caller has just freed the slot or given it a new gen,
-// which made the node stale.
+// unwait records that slot i stopped waiting: popped, or freed or given a new
+// gen by the caller, which made its node stale.
 func (s *store[K]) unwait(i int32) {
 	s.waiting--
 	s.dropStaleIfMany(i)
@@ -85,8 +79,7 @@ func (s *store[K]) removeTop() {
 }
 
 // dropStaleIfMany compacts the heap once more than a quarter of it is stale:
-// after len(heap)/4 unwaits at least, so O(1) amortised. Slot skip has just
-// stopped waiting, though it may still be in stateWaiting: it gets no node.
+// O(1) amortised. Slot skip has stopped waiting, in stateWaiting or not.
 func (s *store[K]) dropStaleIfMany(skip int32) {
 	if stale := len(s.heap) - s.waiting; stale*4 > len(s.heap) {
 		// Checking each node against its entry is a cache miss: unless the

@@ -26,9 +26,8 @@ func (x *index[K]) tag(key K) uint32 {
 	return uint32(maphash.Comparable(x.seed, key) >> 32)
 }
 
-// find looks key up. If found, it returns its slab index and its table
-// position; if not, i is -1 and pos is the empty position where key would be
-// inserted without growth. tag is key's tag either way, for insertAt.
+// find returns key's slab index and table position, or -1 and the empty
+// position where insertAt puts it; and key's tag.
 func (x *index[K]) find(slab *slab[K], key K) (i int32, pos uint32, tag uint32) {
 	tag = x.tag(key)
 	if len(x.slots) == 0 {
@@ -94,9 +93,8 @@ func (x *index[K]) reset(n int) {
 	x.resize(size)
 }
 
-// deleteAt removes the key at table position pos, as returned by find. Later
-// slots of the same probe run move back into the hole, so that every key stays
-// reachable from its home position without tombstones.
+// deleteAt removes the key at position pos. Later keys of the probe run move
+// back into the hole, so that each stays reachable from its home.
 func (x *index[K]) deleteAt(pos uint32) {
 	mask := uint32(len(x.slots) - 1)
 	hole := pos

@@ -94,14 +94,12 @@ func (q *TimedWorkerQueue[K]) notifyLocked() {
 	}
 }
 
-// workCtx is the ctx handed to one attempt's work func, and that attempt's
-// identity. Shutdown called with it, or a ctx derived from it, does not wait
-// for the attempt while running is true: its caller is then that work func or
-// a goroutine it waits for. A ctx may be kept after its work func returned,
-// so each attempt has a workCtx of its own, never reused. Its parent is the
-// queue's base ctx (no cancel func to register); with a timeout the work func
-// gets a timedCtx around it. It carries itself under the key q, so that
-// Shutdown can tell which attempt, if any, its caller belongs to.
+// workCtx is the ctx of one attempt's work func, and the attempt's identity,
+// carried under the key q. Shutdown called with it, or a ctx derived from it,
+// does not wait for the attempt while running is true: the caller is that
+// work func or a goroutine it waits for. A ctx may be kept after its work func
+// returned: each attempt has a workCtx of its own. With a timeout the work
+// func gets a timedCtx around it.
 type workCtx[K comparable] struct {
 	context.Context
 	q *TimedWorkerQueue[K]

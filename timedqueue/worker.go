@@ -121,6 +121,9 @@ func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 
 // run calls the work func for a, recovering a panic into a *PanicError.
 func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
+	if a.cancel != nil {
+		defer a.cancel(context.Canceled)
+	}
 	admitted, retryAt := true, time.Time{}
 	if a.admit != nil {
 		retryAt, admitted = q.admitted(a)
@@ -129,9 +132,6 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 		q.m.lateness.Observe(a.late)
 	}
 	if !admitted {
-		if a.cancel != nil {
-			a.cancel(context.Canceled)
-		}
 		return RetryAt(retryAt, errNotAdmitted)
 	}
 	var start time.Time
@@ -147,24 +147,18 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 		if q.m.timeWork {
 			q.m.workDuration.Observe(q.clock.Since(start).Seconds())
 		}
-		if a.cancel != nil {
-			a.cancel(context.Canceled)
-		}
 	}()
 	return q.work(a.ctx, a.key)
 }
 
-// settle records the end of attempt a with error err, and returns what to
-// log once the lock is released. It returns the next attempt this worker
-// should run, unless there is a failure or retry hook to call: then the
-// worker keeps its slot until it has called the hook and
-// [TimedWorkerQueue.release].
+// settle records the end of attempt a with error err and returns what to log.
+// It returns the next attempt to run, unless there is a hook to call: then
+// the worker keeps its slot until it has called the hook and release.
 func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error) (next *attempt[K], log, hook func()) {
 	var d delta
 	key := a.key // a may be reused before log runs
-	// Read outside the lock, to keep the critical section short: a reading
-	// a little early is still a valid now (the pump that follows the
-	// slot's release sees a step made meanwhile).
+	// Read outside the lock: a reading a little early is still a valid now
+	// (the pump at the slot's release sees a step made meanwhile).
 	now := momentOf(q.clock.Now())
 	q.mu.Lock()
 	q.deadlines.remove(a)
