@@ -48,8 +48,7 @@ func (s *store[K]) unwait(i int32) {
 	s.dropStaleIfMany(i)
 }
 
-// head drops the stale nodes at the top of the heap and returns the live top,
-// if any.
+// head drops stale nodes from the top and returns the live top, if any.
 func (s *store[K]) head() (node, bool) {
 	for len(s.heap) > 0 {
 		if n := s.heap[0]; s.live(n) {

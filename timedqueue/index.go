@@ -22,9 +22,7 @@ type index[K comparable] struct {
 const indexMinSize = 16
 
 // tag returns key's hash tag.
-func (x *index[K]) tag(key K) uint32 {
-	return uint32(maphash.Comparable(x.seed, key) >> 32)
-}
+func (x *index[K]) tag(key K) uint32 { return uint32(maphash.Comparable(x.seed, key) >> 32) }
 
 // find returns key's slab index and table position, or -1 and the empty
 // position where insertAt puts it; and key's tag.

@@ -74,9 +74,8 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 	return q, nil
 }
 
-// badKey reports whether key cannot be used: it holds a value that is not
-// comparable (comparing it panics, as hashing it would), or it is not equal
-// to itself (a NaN), so that it could be added but never found again.
+// badKey reports whether key holds a value that is not comparable (comparing
+// it panics, as hashing it would) or is not equal to itself (a NaN).
 func badKey[K comparable](key K) (bad bool) {
 	defer func() {
 		if recover() != nil {

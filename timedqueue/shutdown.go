@@ -77,8 +77,7 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 	}
 }
 
-// shutdownState is what Shutdown and its waiters share, guarded by the
-// queue's mutex.
+// shutdownState is what Shutdown and its waiters share, guarded by q.mu.
 type shutdownState struct {
 	closed  bool
 	inside  int           // running attempts whose work ctx is in Shutdown (see workCtx)
@@ -122,9 +121,7 @@ type timedCtx[K comparable] struct {
 	deadline moment
 }
 
-func (c *timedCtx[K]) Deadline() (time.Time, bool) {
-	return c.deadline.time(time.Local), true
-}
+func (c *timedCtx[K]) Deadline() (time.Time, bool) { return c.deadline.time(time.Local), true }
 
 // Err reports context.DeadlineExceeded when the attempt timed out: the queue
 // cancels the attempt with that cause from its own timer.

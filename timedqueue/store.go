@@ -54,8 +54,8 @@ func newStore[K comparable]() store[K] {
 // at returns the entry in slot i.
 func (s *store[K]) at(i int32) *entry[K] { return s.slab.at(i) }
 
-// add fills a free slot with a new schedule for key, not yet in the heap,
-// and indexes it at pos and tag, as the index's find returned them.
+// add puts a new schedule for key, not yet in the heap, in a free slot,
+// indexed at the pos and tag find returned.
 func (s *store[K]) add(key K, pos, tag uint32, createdAt, fireAt time.Time) int32 {
 	var i int32
 	if n := len(s.free); n > 0 {
@@ -79,8 +79,7 @@ func (s *store[K]) setTimes(e *entry[K], createdAt, fireAt time.Time) {
 	e.gen = s.gen
 }
 
-// remove frees slot i, whose index position is pos. A heap node left for
-// the slot becomes stale: the caller calls unwait if the entry was waiting.
+// remove frees slot i, at index position pos; the caller unwaits a waiting entry.
 func (s *store[K]) remove(i int32, pos uint32) {
 	s.index.deleteAt(pos)
 	*s.at(i) = entry[K]{} // so that the key can be collected
@@ -130,9 +129,7 @@ const (
 )
 
 // at returns slot i, which must be allocated.
-func (sl *slab[K]) at(i int32) *entry[K] {
-	return &sl.pages[i>>slabShift][i&slabMask]
-}
+func (sl *slab[K]) at(i int32) *entry[K] { return &sl.pages[i>>slabShift][i&slabMask] }
 
 // len returns the number of allocated slots.
 func (sl *slab[K]) len() int { return int(sl.n) }

@@ -34,9 +34,8 @@ func (a *alarm) disarm() {
 }
 
 // pumpLocked brings the queue up to date with its clock: it expires timed-out
-// attempts, starts due schedules while slots are free, and arms the timer for
-// the next event. Every method that may change the earliest event calls it
-// before returning, so no change waits for the timer goroutine.
+// attempts, starts due schedules while slots are free, and arms the timer.
+// Every method that may change the earliest event calls it before returning.
 func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 	// No clock read if every slot is busy (a finishing worker pumps), or the
 	// timer is armed for the earliest schedule (if that time has passed, its
@@ -161,9 +160,6 @@ func (ds *deadlines[K]) expire(now moment) {
 
 // remove removes a, if there, and recomputes the earliest deadline.
 func (ds *deadlines[K]) remove(a *attempt[K]) {
-	if _, ok := ds.timed[a]; !ok {
-		return
-	}
 	delete(ds.timed, a)
 	if a.deadline == ds.min {
 		ds.min = never

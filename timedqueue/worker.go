@@ -60,8 +60,7 @@ func (q *TimedWorkerQueue[K]) takeDueLocked(now moment, a *attempt[K], d *delta)
 		a.admit, a.turn, a.passTurn = q.hooks.admit, q.lastTurn, make(chan struct{})
 		a.fireAt, q.lastTurn = e.fire.time(e.fireLoc), a.passTurn
 	}
-	// Each attempt gets a ctx of its own, even without a timeout: it tells
-	// Shutdown which attempt its caller belongs to (see workCtx).
+	// A ctx of its own, even without a timeout, tells Shutdown its caller.
 	a.wc = &workCtx[K]{Context: q.baseCtx, q: q, running: true}
 	a.ctx = a.wc
 	if q.timeout > 0 {
@@ -73,17 +72,14 @@ func (q *TimedWorkerQueue[K]) takeDueLocked(now moment, a *attempt[K], d *delta)
 	return a
 }
 
-// worker runs attempts until none is due, then exits. It starts with a. If a
-// work func calls runtime.Goexit, the deferred func settles its attempt and
-// hands the next one to a new goroutine (finish does so for a hook).
+// worker runs attempts, from a, until none is due (a nil a: none). If a work
+// func calls runtime.Goexit, the deferred func settles its attempt and hands
+// the next one to a new goroutine (finish does so for a hook).
 func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 	inWork := false
 	defer func() {
-		if !inWork {
-			return
-		}
-		if next := q.finish(a, ErrGoexit); next != nil {
-			go q.worker(next)
+		if inWork {
+			go q.worker(q.finish(a, ErrGoexit))
 		}
 	}()
 	for a != nil {
@@ -109,9 +105,7 @@ func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 	returned := false
 	defer func() {
 		if !returned {
-			if next := q.release(a); next != nil {
-				go q.worker(next)
-			}
+			go q.worker(q.release(a))
 		}
 	}()
 	q.callHook(a.key, hook)
