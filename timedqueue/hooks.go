@@ -10,7 +10,7 @@ import (
 // FailureFunc gets a schedule as it finally failed, and its last error.
 type FailureFunc[K comparable] func(w TimedWorker[K], err error)
 
-// RetryFunc gets a schedule whose attempt failed with err, to retry at w.NextAttempt.
+// RetryFunc gets a schedule to retry at w.NextAttempt, and the error.
 type RetryFunc[K comparable] func(w TimedWorker[K], err error)
 
 // AdmitFunc decides whether due work may start now: it returns a time not
@@ -25,7 +25,7 @@ type hooks[K comparable] struct {
 }
 
 // SetFailureHook makes f the function called for each schedule that finally
-// fails, after its key is freed; nil removes it. It may be called at any time.
+// fails, after its key is freed; nil removes it.
 func (q *TimedWorkerQueue[K]) SetFailureHook(f FailureFunc[K]) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -42,10 +42,10 @@ func (q *TimedWorkerQueue[K]) SetRetryHook(f RetryFunc[K]) {
 
 // SetAdmitFunc makes f the gate every attempt passes before its work func
 // runs (a rate limit's token, say); nil removes it. f is asked one call at a
-// time, in the order attempts start (NextAttempt order), so what it hands out
-// goes in that order. It may call the queue but must not block. A refusal is
-// not an attempt: no Attempts, hook or retry is used; the schedule waits for
-// the time f gave, holding no slot. A panic in f is logged and admits.
+// time, in the order attempts start (NextAttempt order); it may call the queue
+// but must not block. A refusal is not an attempt (no Attempts, hook or
+// retry): the schedule waits, holding no slot, for the time f gave. A panic
+// in f is logged and admits.
 func (q *TimedWorkerQueue[K]) SetAdmitFunc(f AdmitFunc[K]) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

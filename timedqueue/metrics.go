@@ -1,9 +1,7 @@
 package timedqueue
 
 // Counter is a metric that only goes up; a prometheus.Counter satisfies it.
-type Counter interface {
-	Inc()
-}
+type Counter interface{ Inc() }
 
 // Gauge is a metric that goes up and down; a prometheus.Gauge satisfies it.
 type Gauge interface {
@@ -12,15 +10,12 @@ type Gauge interface {
 }
 
 // Histogram records observations; a prometheus.Histogram satisfies it.
-type Histogram interface {
-	Observe(float64)
-}
+type Histogram interface{ Observe(float64) }
 
 // MetricsProvider creates a queue's metrics in [New], each for the queue's
 // name ([WithName]). A method may return nil, which records nothing. Metrics
-// must be safe for concurrent use and not block. A provider may also
-// implement [BackoffMetricsProvider]; the taintkit package documentation
-// compares each metric with sharding's.
+// must be safe for concurrent use and not block; the taintkit package
+// documentation compares each with sharding's.
 type MetricsProvider interface {
 	NewDepthMetric(name string) Gauge        // pending and backing-off schedules
 	NewRunningMetric(name string) Gauge      // attempts in flight, withdrawn ones included
@@ -32,15 +27,13 @@ type MetricsProvider interface {
 	NewDurationMetric(name string) Histogram // attempt durations, in seconds on the clock
 }
 
-// BackoffMetricsProvider is a [MetricsProvider] that also gauges the
-// schedules backing off: not running, with a failed attempt, waiting for
-// their NextAttempt. They are part of depth: depth minus backoff is what
+// BackoffMetricsProvider is a [MetricsProvider] that also gauges, if [New]
+// is given one, the schedules backing off: waiting for their NextAttempt after
+// a failed attempt. They are part of depth; depth minus backoff is what
 // sharding's depth gauge counts, and backoff means what sharding's does.
-// [New] calls it if the provider implements this interface.
 type BackoffMetricsProvider interface {
 	MetricsProvider
-	// NewBackoffMetric gauges the schedules backing off.
-	NewBackoffMetric(name string) Gauge
+	NewBackoffMetric(name string) Gauge // schedules backing off
 }
 
 type noopMetric struct{}

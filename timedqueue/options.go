@@ -45,8 +45,7 @@ func WithMaxConcurrency(n int) Option { return optionFunc(func(o *options) { o.m
 // WithRetry sets how failed attempts are retried.
 func WithRetry(p RetryPolicy) Option { return optionFunc(func(o *options) { o.retry = p }) }
 
-// WithLogger sets the logger. Without it the queue logs to klog.Background();
-// a given logger, logr.Discard() included, is used as is.
+// WithLogger sets the logger. The default is klog.Background().
 func WithLogger(l logr.Logger) Option { return optionFunc(func(o *options) { o.log = l }) }
 
 // WithMetricsProvider sets the queue's metrics. The default records nothing.

@@ -210,8 +210,7 @@ func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
 }
 
 // AppendWorkers appends a snapshot of every live schedule to dst, in no
-// order, and returns the extended slice. It holds the queue's lock for O(n):
-// it is for a debug endpoint or a test, not for a hot path.
+// order, holding the queue's lock for O(n): it is for debugging and tests.
 func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[K] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
