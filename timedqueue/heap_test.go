@@ -10,8 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/taintkit/taintkit/internal/backoff"
 )
 
 // at returns the moment n seconds after a fixed time.
@@ -140,13 +138,6 @@ func TestTimesRoundTrip(t *testing.T) {
 	}
 	s.setTimes(e, t0().Round(0), t0())
 	assert.Equal(t, t0(), e.created.time(e.createdLoc), "no monotonic reading")
-}
-
-func TestDefaultsAreBackoffs(t *testing.T) {
-	// The defaults are internal/backoff's, which package sharding uses too.
-	assert.Equal(t, backoff.DefaultMaxAttempts, DefaultMaxAttempts)
-	assert.Equal(t, backoff.DefaultInitialBackoff, DefaultInitialBackoff)
-	assert.Equal(t, backoff.DefaultMaxBackoff, DefaultMaxBackoff)
 }
 
 func TestBackoff(t *testing.T) {
