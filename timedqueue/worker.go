@@ -206,14 +206,16 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error) (next *attempt[K]
 			d.pending++
 			d.retries++
 			d.backoff++
-			if f, w := q.hooks.retry, e.snapshot(); f != nil {
+			if f := q.hooks.retry; f != nil {
+				w := e.snapshot()
 				hook = func() { f(w, err) }
 			}
 			log = func() {
 				q.log.V(4).Info("Work failed; will retry", "key", key, "attempts", attempts, "backoff", wait, "err", err)
 			}
 		} else {
-			if f, w := q.hooks.failure, e.snapshot(); f != nil {
+			if f := q.hooks.failure; f != nil {
+				w := e.snapshot()
 				w.Running = false
 				hook = func() { f(w, err) }
 			}
