@@ -133,11 +133,49 @@ func TestTimesRoundTrip(t *testing.T) {
 		time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
 	} {
 		s.setTimes(e, tm, tm)
-		assert.Equal(t, tm, e.created.time(e.createdLoc))
-		assert.Equal(t, tm, e.fire.time(e.fireLoc))
+		assert.Equal(t, tm, s.snapshot(e).CreatedAt)
+		assert.Equal(t, tm, s.snapshot(e).FireAt)
 	}
 	s.setTimes(e, t0().Round(0), t0())
-	assert.Equal(t, t0(), e.created.time(e.createdLoc), "no monotonic reading")
+	assert.Equal(t, t0(), s.snapshot(e).CreatedAt, "no monotonic reading")
+}
+
+func TestLocationsPastTheTableAreKept(t *testing.T) {
+	// Each time.FixedZone is a new *Location: past 255 of them, the entries'
+	// Locations are kept by key, until released or rescheduled to Locations
+	// in the table.
+	s := newStore[int]()
+	type sched struct {
+		key            int
+		created, fired time.Time
+	}
+	var all []sched
+	for k := range 600 {
+		created := time.Date(2025, 1, 1, 0, 0, k, 0, time.FixedZone(fmt.Sprint("C", k), k))
+		fired := time.Date(2025, 1, 1, 0, 0, k, 0, time.FixedZone(fmt.Sprint("F", k), -k))
+		if k%3 == 0 {
+			fired = fired.UTC()
+		}
+		s.setTimes(s.at(insertKey(&s, k)), created, fired)
+		all = append(all, sched{k, created, fired})
+	}
+	assert.Len(t, s.locs, spilled)
+	for _, sc := range all {
+		i, _ := get(&s, sc.key)
+		w := s.snapshot(s.at(i))
+		assert.Same(t, sc.created.Location(), w.CreatedAt.Location())
+		assert.Same(t, sc.fired.Location(), w.FireAt.Location())
+		assert.True(t, sc.fired.Equal(w.FireAt))
+	}
+	n := len(s.spill)
+	assert.Greater(t, n, 400)
+	i, _ := get(&s, 599)
+	s.setTimes(s.at(i), t0(), t0())
+	assert.Len(t, s.spill, n-1, "rescheduled to Locations in the table")
+	for _, sc := range all {
+		deleteKey(&s, sc.key)
+	}
+	assert.Nil(t, s.spill, "released")
 }
 
 func TestBackoff(t *testing.T) {
@@ -164,7 +202,7 @@ func TestBackoff(t *testing.T) {
 
 func TestEntryAndNodeAreSmall(t *testing.T) {
 	// The per-item memory budget depends on them: keep an eye on new fields.
-	assert.LessOrEqual(t, unsafe.Sizeof(entry[string]{}), uintptr(80))
+	assert.LessOrEqual(t, unsafe.Sizeof(entry[string]{}), uintptr(64))
 	assert.Equal(t, uintptr(20), unsafe.Sizeof(node{}))
 }
 

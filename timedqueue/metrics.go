@@ -101,19 +101,24 @@ func (m *metrics) apply(d delta) {
 	move(m.pending, d.pending)
 	move(m.running, d.running)
 	move(m.backoff, d.backoff)
-	move(m.adds, d.adds)
-	move(m.retries, d.retries)
-	move(m.failures, d.failures)
-	move(m.drops, d.drops)
+	count(m.adds, d.adds)
+	count(m.retries, d.retries)
+	count(m.failures, d.failures)
+	count(m.drops, d.drops)
 }
 
-// move moves g by n: n calls of Inc, or -n of Dec (a counter's n is never
-// negative).
-func move(g Counter, n int) {
+func count(c Counter, n int) {
+	for ; n > 0; n-- {
+		c.Inc()
+	}
+}
+
+// move moves g by n: n calls of Inc, or -n of Dec.
+func move(g Gauge, n int) {
 	for ; n > 0; n-- {
 		g.Inc()
 	}
 	for ; n < 0; n++ {
-		g.(Gauge).Dec()
+		g.Dec()
 	}
 }

@@ -206,7 +206,7 @@ func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
 	if i < 0 {
 		return TimedWorker[K]{}, false
 	}
-	return q.s.at(i).snapshot(), true
+	return q.s.snapshot(q.s.at(i)), true
 }
 
 // AppendWorkers appends a snapshot of every live schedule to dst, in no
@@ -216,7 +216,7 @@ func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[
 	defer q.mu.Unlock()
 	for i := range int32(q.s.slab.len()) {
 		if e := q.s.at(i); e.state != stateFree {
-			dst = append(dst, e.snapshot())
+			dst = append(dst, q.s.snapshot(e))
 		}
 	}
 	return dst

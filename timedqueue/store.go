@@ -2,6 +2,7 @@ package timedqueue
 
 import (
 	"hash/maphash"
+	"slices"
 	"time"
 )
 
@@ -13,23 +14,19 @@ const (
 	stateRunning              // an attempt is in flight
 )
 
-// entry is one live schedule, stored by value in the slab: 80 bytes for a
-// string key, with its times as moments and Locations.
+// entry is one live schedule, stored by value in the slab: 64 bytes, one
+// cache line, for a string key, with its times as moments and the indices of
+// their Locations (see store.locs).
 type entry[K comparable] struct {
-	key                 K
-	createdLoc, fireLoc *time.Location
-	created             moment // CreatedAt
-	fire                moment // FireAt
-	next                moment // NextAttempt: fire, unless an attempt failed or deferred
-	gen                 uint32 // the schedule's number: its heap node's, and its attempt's
-	attempts            int32  // failed attempts so far
-	state               uint8
-	deferred            bool // an attempt returned RetryAt: next may differ from fire with no failure
-}
-
-func (e *entry[K]) snapshot() TimedWorker[K] {
-	return TimedWorker[K]{Key: e.key, CreatedAt: e.created.time(e.createdLoc), FireAt: e.fire.time(e.fireLoc),
-		Attempts: int(e.attempts), NextAttempt: e.next.time(e.fireLoc), Running: e.state == stateRunning}
+	key      K
+	created  moment // CreatedAt
+	fire     moment // FireAt
+	next     moment // NextAttempt: fire, unless an attempt failed or deferred
+	gen      uint32 // the schedule's number: its heap node's, and its attempt's
+	attempts int32  // failed attempts so far
+	state    uint8
+	deferred bool     // an attempt returned RetryAt: next may differ from fire with no failure
+	locs     [2]uint8 // of CreatedAt and FireAt in store.locs, or spilled
 }
 
 // store holds a queue's schedules: entries in a slab, with a free list, an
@@ -42,6 +39,46 @@ type store[K comparable] struct {
 	heap    []node
 	waiting int    // entries in stateWaiting: live heap nodes; the rest of the heap is stale
 	gen     uint32 // the last schedule number given
+	// The Locations of the entries' times, so that an entry holds a byte for
+	// each rather than a pointer (16 bytes, and a second cache line). Past
+	// 255 (time.Parse makes one per numeric offset it parses), an entry's
+	// are kept by key in spill, and its locs are spilled.
+	locs  []*time.Location
+	spill map[K][2]*time.Location
+}
+
+const spilled = 255
+
+// locIndex returns loc's index in s.locs, adding it if there is room.
+func (s *store[K]) locIndex(loc *time.Location) uint8 {
+	if i := slices.Index(s.locs, loc); i >= 0 {
+		return uint8(i)
+	}
+	if len(s.locs) == spilled {
+		return spilled
+	}
+	s.locs = append(s.locs, loc)
+	return uint8(len(s.locs) - 1)
+}
+
+// unspill drops what spill holds for e before e changes.
+func (s *store[K]) unspill(e *entry[K]) {
+	if e.locs[0] == spilled {
+		if delete(s.spill, e.key); len(s.spill) == 0 {
+			s.spill = nil // a Go map never shrinks
+		}
+	}
+}
+
+func (s *store[K]) snapshot(e *entry[K]) TimedWorker[K] {
+	var locs [2]*time.Location
+	if e.locs[0] == spilled {
+		locs = s.spill[e.key]
+	} else {
+		locs = [2]*time.Location{s.locs[e.locs[0]], s.locs[e.locs[1]]}
+	}
+	return TimedWorker[K]{Key: e.key, CreatedAt: e.created.time(locs[0]), FireAt: e.fire.time(locs[1]),
+		Attempts: int(e.attempts), NextAttempt: e.next.time(locs[1]), Running: e.state == stateRunning}
 }
 
 // minShrink is the slot count under which nothing shrinks: a few KiB.
@@ -72,8 +109,15 @@ func (s *store[K]) add(key K, pos, tag uint32, createdAt, fireAt time.Time) int3
 
 // setTimes makes e a new schedule at createdAt and fireAt, with a new gen.
 func (s *store[K]) setTimes(e *entry[K], createdAt, fireAt time.Time) {
+	s.unspill(e)
 	e.created, e.fire = momentOf(createdAt), momentOf(fireAt)
-	e.createdLoc, e.fireLoc = createdAt.Location(), fireAt.Location()
+	e.locs = [2]uint8{s.locIndex(createdAt.Location()), s.locIndex(fireAt.Location())}
+	if e.locs[0] == spilled || e.locs[1] == spilled {
+		if e.locs = [2]uint8{spilled, spilled}; s.spill == nil {
+			s.spill = make(map[K][2]*time.Location)
+		}
+		s.spill[e.key] = [2]*time.Location{createdAt.Location(), fireAt.Location()}
+	}
 	e.next, e.attempts, e.deferred = e.fire, 0, false
 	s.gen++
 	e.gen = s.gen
@@ -82,6 +126,7 @@ func (s *store[K]) setTimes(e *entry[K], createdAt, fireAt time.Time) {
 // remove frees slot i, at index position pos; the caller unwaits a waiting entry.
 func (s *store[K]) remove(i int32, pos uint32) {
 	s.index.deleteAt(pos)
+	s.unspill(s.at(i))
 	*s.at(i) = entry[K]{} // so that the key can be collected
 	s.free = append(s.free, i)
 }

@@ -58,7 +58,7 @@ func (q *TimedWorkerQueue[K]) takeDueLocked(now moment, a *attempt[K], d *delta)
 	}
 	if q.hooks.admit != nil {
 		a.admit, a.turn, a.passTurn = q.hooks.admit, q.lastTurn, make(chan struct{})
-		a.fireAt, q.lastTurn = e.fire.time(e.fireLoc), a.passTurn
+		a.fireAt, q.lastTurn = q.s.snapshot(e).FireAt, a.passTurn
 	}
 	// A ctx of its own, even without a timeout, tells Shutdown its caller.
 	a.wc = &workCtx[K]{Context: q.baseCtx, q: q, running: true}
@@ -207,7 +207,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error) (next *attempt[K]
 			d.retries++
 			d.backoff++
 			if f := q.hooks.retry; f != nil {
-				w := e.snapshot()
+				w := q.s.snapshot(e)
 				hook = func() { f(w, err) }
 			}
 			log = func() {
@@ -215,7 +215,7 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error) (next *attempt[K]
 			}
 		} else {
 			if f := q.hooks.failure; f != nil {
-				w := e.snapshot()
+				w := q.s.snapshot(e)
 				w.Running = false
 				hook = func() { f(w, err) }
 			}
