@@ -42,5 +42,5 @@
 // # Testing with a fake clock
 //
 // Pass a FakeClock (k8s.io/utils/clock/testing) with [WithClock], Step it, and
-// wait with synctest.Wait or on channels fed by the work func and the hooks.
+// wait with synctest.Wait or on channels.
 package timedqueue

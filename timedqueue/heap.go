@@ -13,9 +13,8 @@ type node struct {
 // The heap is a 4-ary min-heap of nodes ordered by (at, gen), with lazy
 // deletion: a waiting entry's live node has its slot, gen and at. Cancel and
 // reschedule leave the old node stale, dropped at the top or by a compaction
-// once more than a quarter of the heap is stale: cancel costs no sift, and
-// the heap holds at most 4/3 nodes per waiting entry. Ties go to the lower gen
-// (serial-number arithmetic: made in order unless 2³¹ schedules apart). A
+// once more than a quarter of the heap is stale (at most 4/3 nodes per
+// waiting entry). Ties go to the lower gen, in serial-number arithmetic. A
 // stale node matching a live schedule's slot, gen and time (2³² schedules
 // later) can only start that schedule at its time, once.
 

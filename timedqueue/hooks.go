@@ -52,10 +52,9 @@ func (q *TimedWorkerQueue[K]) SetAdmitFunc(f AdmitFunc[K]) {
 	q.hooks.admit = f
 }
 
-// admitted asks a's admit func, in a's turn, whether a may start; if not, it
-// returns when to ask again. Attempts ask one at a time, in the order they
-// started: each waits for the one before to pass the turn, which it does
-// whatever the admit func does (returns, panics, Goexits).
+// admitted asks a's admit func whether a may start, or when to ask again.
+// Attempts ask one at a time, in the order they started: each waits for the
+// one before to pass the turn, which it does whatever the admit func does.
 func (q *TimedWorkerQueue[K]) admitted(a *attempt[K]) (retryAt time.Time, ok bool) {
 	<-a.turn
 	defer close(a.passTurn) // also if admit panics or calls runtime.Goexit

@@ -45,8 +45,7 @@ func (x *index[K]) find(slab *slab[K], key K) (i int32, pos uint32, tag uint32) 
 	}
 }
 
-// insertAt adds slab index i for the key whose tag and missing position find
-// has just returned, with no change to the index since.
+// insertAt adds slab index i at the position and tag find has just returned.
 func (x *index[K]) insertAt(pos, tag uint32, i int32) {
 	if (x.n+1)*4 > len(x.slots)*3 {
 		x.resize(max(indexMinSize, 2*len(x.slots)))
@@ -66,8 +65,7 @@ func (x *index[K]) emptyFor(tag uint32) uint32 {
 	return p
 }
 
-// resize re-places every slot by its tag in a table of size slots (a power of
-// two large enough, or 0).
+// resize re-places every slot in a table of size slots (0 or a power of two).
 func (x *index[K]) resize(size int) {
 	old := x.slots
 	x.slots = nil

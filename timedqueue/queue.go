@@ -177,8 +177,7 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	if state == stateWaiting && s.at(i).attempts > 0 {
 		d.backoff--
 	}
-	// A running attempt finds its entry by key and gen: with the entry gone,
-	// its end is handled as a withdrawn attempt's.
+	// A running attempt, finding no entry with its gen, ends as withdrawn.
 	s.remove(i, pos)
 	if state == stateRunning {
 		q.withdrawn[key] = struct{}{}

@@ -12,7 +12,7 @@ import (
 // if ctx ends first. From a work func, pass its ctx: it then does not wait for
 // that work func, nor for others blocked in Shutdown likewise.
 func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
-	own := q.ownAttempt(ctx)
+	own, _ := ctx.Value(q).(*workCtx[K]) // the caller's attempt, if it has one
 	var d delta
 	dropped := 0
 	q.mu.Lock()
@@ -133,25 +133,10 @@ func (c *timedCtx[K]) Err() error {
 	return err
 }
 
-// ownAttempt returns the attempt ctx carries, if it belongs to q.
-func (q *TimedWorkerQueue[K]) ownAttempt(ctx context.Context) *workCtx[K] {
-	c, _ := ctx.Value(q).(*workCtx[K])
-	return c
-}
-
-// returnedLocked records that the work func of c has returned. q.down.inside
-// counts the running attempts with a Shutdown call in progress through their
-// ctx, each once: it changes only here and in shutdownCallLocked.
-func (q *TimedWorkerQueue[K]) returnedLocked(c *workCtx[K]) {
-	c.running = false
-	if c.shutdowns > 0 {
-		q.down.inside--
-		q.notifyLocked()
-	}
-}
-
 // shutdownCallLocked records that a Shutdown call made with c's ctx began
-// (n = 1) or returned (n = -1).
+// (n = 1) or returned (n = -1). q.down.inside counts the running attempts
+// with a Shutdown call in progress through their ctx, each once: it changes
+// only here and in settle.
 func (q *TimedWorkerQueue[K]) shutdownCallLocked(c *workCtx[K], n int32) {
 	c.shutdowns += n
 	if first, last := n > 0 && c.shutdowns == 1, n < 0 && c.shutdowns == 0; c.running && (first || last) {

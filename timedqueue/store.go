@@ -15,8 +15,7 @@ const (
 )
 
 // entry is one live schedule, stored by value in the slab: 64 bytes, one
-// cache line, for a string key, with its times as moments and the indices of
-// their Locations (see store.locs).
+// cache line, for a string key.
 type entry[K comparable] struct {
 	key      K
 	created  moment // CreatedAt
@@ -39,10 +38,9 @@ type store[K comparable] struct {
 	heap    []node
 	waiting int    // entries in stateWaiting: live heap nodes; the rest of the heap is stale
 	gen     uint32 // the last schedule number given
-	// The Locations of the entries' times, so that an entry holds a byte for
-	// each rather than a pointer (16 bytes, and a second cache line). Past
-	// 255 (time.Parse makes one per numeric offset it parses), an entry's
-	// are kept by key in spill, and its locs are spilled.
+	// The Locations of the entries' times: an entry holds a byte for each,
+	// not a pointer (16 bytes more, a second cache line). Past 255 (time.Parse
+	// makes one per numeric offset), an entry's are kept by key in spill.
 	locs  []*time.Location
 	spill map[K][2]*time.Location
 }
@@ -132,10 +130,9 @@ func (s *store[K]) remove(i int32, pos uint32) {
 }
 
 // shrink gives memory back once at most a quarter of the slab's slots hold an
-// entry: it copies them, in slot order, to a slab of their size and rebuilds
-// the index and the heap. That is O(n) after 3n/4 releases at least: O(1)
-// amortised, with no shrink-grow cycle around the threshold. Slot numbers
-// change: the caller holds none across it (an attempt finds its entry by key).
+// entry: it copies them, in order, to a slab of their size and rebuilds the
+// index and the heap: O(n) after 3n/4 releases, with no shrink-grow cycle.
+// Slot numbers change: the caller holds none across it.
 func (s *store[K]) shrink() {
 	used := s.slab.len()
 	if used <= minShrink || s.index.n*4 > used {

@@ -48,7 +48,12 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 	for tries := 0; ; tries++ {
 		now := momentOf(q.clock.Now())
 		if q.timeout > 0 && !now.before(q.deadlines.min) {
-			q.deadlines.expire(now)
+			for a := range q.deadlines.timed {
+				if !now.before(a.deadline) {
+					a.cancel(context.DeadlineExceeded)
+					q.deadlines.remove(a)
+				}
+			}
 		}
 		// Start due schedules while slots are free, each on a new worker.
 		for q.active < q.max {
@@ -81,8 +86,8 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			return
 		}
 		q.alarm.disarm()
-		// Count from a fresh reading: starting the due work took time. A
-		// delay too long for a Duration fires early; the pump re-arms.
+		// From a fresh reading (starting work took time); a delay past a
+		// Duration's range fires early, and the pump re-arms.
 		armedAt := momentOf(q.clock.Now())
 		q.alarm.timer.Reset(armedAt.until(want))
 		q.alarm.at = want
@@ -90,10 +95,9 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			q.alarm.running = true
 			go q.timerLoop()
 		}
-		// The timer counts from the clock's time at Reset: if the clock moved
-		// since armedAt (a Step from another goroutine), it fires late by as
-		// much, or, past want, never on a FakeClock. So go round again, twice
-		// at most: a real clock always moves a little.
+		// The timer counts from the clock's time at Reset: if a Step moved
+		// the clock since armedAt, it fires that much late, or, past want,
+		// never on a FakeClock. So go round again, twice at most.
 		if now2 := momentOf(q.clock.Now()); now2.before(want) && (now2 == armedAt || tries >= 2) {
 			return
 		}
@@ -102,9 +106,8 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 }
 
 // timerLoop is the queue's timer goroutine: it pumps when the timer fires.
-// pumpLocked starts it when it arms the timer; it exits when the timer is
-// stopped or the queue shut down, decided under q.mu: the timer is never
-// armed without a goroutine to receive from it.
+// pumpLocked starts it when it arms the timer; it exits, under q.mu, when the
+// timer is stopped or the queue shut down: no armed timer lacks a receiver.
 func (q *TimedWorkerQueue[K]) timerLoop() {
 	for {
 		fired := false
@@ -139,23 +142,6 @@ func (q *TimedWorkerQueue[K]) timerLoop() {
 type deadlines[K comparable] struct {
 	timed map[*attempt[K]]struct{}
 	min   moment // the earliest deadline over timed, or never
-}
-
-func (ds *deadlines[K]) add(a *attempt[K]) {
-	ds.timed[a] = struct{}{}
-	if a.deadline.before(ds.min) {
-		ds.min = a.deadline
-	}
-}
-
-// expire cancels the attempts whose deadline has passed.
-func (ds *deadlines[K]) expire(now moment) {
-	for a := range ds.timed {
-		if !now.before(a.deadline) {
-			a.cancel(context.DeadlineExceeded)
-			ds.remove(a)
-		}
-	}
 }
 
 // remove removes a, if there, and recomputes the earliest deadline.

@@ -37,8 +37,7 @@ type attempt[K comparable] struct {
 	fireAt   time.Time               // with admit: the schedule's
 }
 
-// takeDueLocked begins the earliest schedule if it is due, in attempt a
-// (reused) or a new one, and returns the attempt; or nil.
+// takeDueLocked begins the earliest schedule if due, in a (or new), or returns nil.
 func (q *TimedWorkerQueue[K]) takeDueLocked(now moment, a *attempt[K], d *delta) *attempt[K] {
 	if n, ok := q.s.head(); q.down.closed || !ok || now.before(n.at) {
 		return nil
@@ -67,7 +66,9 @@ func (q *TimedWorkerQueue[K]) takeDueLocked(now moment, a *attempt[K], d *delta)
 		a.wc.Context, a.cancel = context.WithCancelCause(q.baseCtx)
 		a.deadline = now.add(q.timeout)
 		a.ctx = &timedCtx[K]{workCtx: a.wc, deadline: a.deadline}
-		q.deadlines.add(a)
+		if q.deadlines.timed[a] = struct{}{}; a.deadline.before(q.deadlines.min) {
+			q.deadlines.min = a.deadline
+		}
 	}
 	return a
 }
@@ -90,8 +91,7 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 	}
 }
 
-// finish settles a, logs its end, calls a hook if needed and returns the
-// next attempt for this worker.
+// finish settles a, logs it, calls a hook, and returns the worker's next attempt.
 func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 	next, log, hook := q.settle(a, err)
 	if log != nil {
@@ -100,8 +100,7 @@ func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
 	if hook == nil {
 		return next
 	}
-	// Call the hook, then give the slot up or take the next due attempt,
-	// even if the hook calls runtime.Goexit.
+	// Call the hook, then release the slot, even if the hook calls Goexit.
 	returned := false
 	defer func() {
 		if !returned {
@@ -145,9 +144,8 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 	return q.work(a.ctx, a.key)
 }
 
-// settle records the end of attempt a with error err and returns what to log.
-// It returns the next attempt to run, unless there is a hook to call: then
-// the worker keeps its slot until it has called the hook and release.
+// settle records the end of attempt a and returns what to log, and the next
+// attempt; or, with a hook to call, keeps the slot for release to free.
 func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error) (next *attempt[K], log, hook func()) {
 	var d delta
 	key := a.key // a may be reused before log runs
@@ -156,10 +154,12 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error) (next *attempt[K]
 	now := momentOf(q.clock.Now())
 	q.mu.Lock()
 	q.deadlines.remove(a)
-	q.returnedLocked(a.wc)
+	if a.wc.running = false; a.wc.shutdowns > 0 {
+		q.down.inside-- // see shutdownCallLocked
+		q.notifyLocked()
+	}
 	s := &q.s
-	// Found by key (slots move when the store shrinks); the entry is this
-	// attempt's if it is running with the attempt's gen.
+	// Found by key (slots move when the store shrinks); ours if it has our gen.
 	i, pos, _ := s.index.find(&s.slab, key)
 	var e *entry[K]
 	if i >= 0 {
@@ -250,8 +250,7 @@ func (q *TimedWorkerQueue[K]) release(a *attempt[K]) *attempt[K] {
 	return next
 }
 
-// nextLocked returns the next due attempt for a worker that has just finished
-// one, keeping its slot; or gives the slot up and returns nil.
+// nextLocked returns a finished worker's next due attempt, or frees its slot.
 func (q *TimedWorkerQueue[K]) nextLocked(d *delta, now moment, a *attempt[K]) *attempt[K] {
 	if a = q.takeDueLocked(now, a, d); a == nil {
 		q.active--
