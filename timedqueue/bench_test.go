@@ -301,7 +301,7 @@ func heapNow() uint64 {
 // a GC cycle marking the whole heap; over only 200k adds that came to 530
 // B/op and ~200 ns/op, and in the first run of a process, whose new arrays
 // were fresh memory from the OS (page faults), to 1.67 µs/op against ~290 in
-// later runs. The slab now grows a page (80 KiB for a string key) at a
+// later runs. The slab now grows a page (64 KiB for a string key) at a
 // time; what B/op is left at 200000x is the heap's array and the pages. An add itself is three cache misses (the index slot,
 // the slab entry, the heap's tail), so it also follows the load other
 // processes put on the caches. bench/upstream measures the same against

@@ -34,7 +34,7 @@
 // # Concurrency
 //
 // AddWork, UpdateWork and CancelWork are O(log n); a pending schedule costs
-// about 120 bytes and no goroutine, given back when it goes. Goroutines run
+// about 105 bytes and no goroutine, given back when it goes. Goroutines run
 // only while there are schedules: an idle queue needs no Shutdown. Work funcs
 // and hooks may call any method; hooks run on the worker, with no lock held,
 // must not block, and their panics are recovered.
