@@ -1,12 +1,10 @@
 // Package timedqueue runs work for a key no earlier than a given time, with
 // cancel, reschedule, bounded concurrency and retries, on an injectable clock:
-// the Kubernetes taint manager's TimedWorkerQueue without a goroutine and a
-// timer per item.
+// the taint manager's TimedWorkerQueue without a goroutine and timer per item.
 //
-// Most callers should call [TimedWorkerQueue.UpdateWork] each time a key's
-// time is decided (it schedules, or moves a schedule earlier or later),
-// [TimedWorkerQueue.CancelWork] when no run is due any more, and Shutdown at
-// the end; AddWork keeps the first time given, as the original did.
+// Most callers call [TimedWorkerQueue.UpdateWork] each time a key's time is
+// decided (it schedules, or moves the schedule), CancelWork when no run is
+// due any more, and Shutdown at the end; AddWork keeps the first time given.
 //
 // # Model
 //
@@ -44,5 +42,5 @@
 // # Testing with a fake clock
 //
 // Pass a FakeClock (k8s.io/utils/clock/testing) with [WithClock], Step it, and
-// wait with synctest.Wait or on channels fed by the work func and the hooks.
+// wait with synctest.Wait or on channels.
 package timedqueue

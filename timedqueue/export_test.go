@@ -37,7 +37,7 @@ func (s *store[K]) check() error {
 	if err := s.index.check(&s.slab); err != nil {
 		return err
 	}
-	if used, live := s.slab.len(), s.index.len(); used > minShrink && live*4 < used {
+	if used, live := s.slab.len(), s.index.n; used > minShrink && live*4 < used {
 		return fmt.Errorf("slab not shrunk: %d slots for %d entries", used, live)
 	}
 	return nil
@@ -121,9 +121,6 @@ func (x *index[K]) check(slab *slab[K]) error {
 	}
 	if x.n*4 > len(x.slots)*3 {
 		return fmt.Errorf("index holds %d keys in %d slots", x.n, len(x.slots))
-	}
-	if len(x.slots) > indexMinSize && x.n*16 < len(x.slots)*3 {
-		return fmt.Errorf("index holds %d keys in %d slots: not shrunk", x.n, len(x.slots))
 	}
 	mask := uint32(len(x.slots) - 1)
 	n := 0

@@ -2,8 +2,8 @@ package timedqueue
 
 import "slices"
 
-// node is one element of a store's heap: everything the heap order needs,
-// so that sifts never touch the slab. 20 bytes.
+// node is one element of a store's heap: everything the heap order needs, so
+// that sifts never read the slab. 20 bytes.
 type node struct {
 	at   moment // the entry's NextAttempt when the node was pushed
 	slot int32
@@ -11,19 +11,12 @@ type node struct {
 }
 
 // The heap is a 4-ary min-heap of nodes ordered by (at, gen), with lazy
-// deletion. A waiting entry has exactly one live node: the one whose slot,
-// gen and at are the entry's. Cancelling or rescheduling an entry frees or
-// changes the entry at once and leaves its old node in the heap, stale; stale
-// nodes are dropped when they reach the top (head) and by a compaction (an
-// O(n) rebuild) once more than a quarter of the heap is stale. So cancel costs
-// no sift, reschedule is a push, sifts never read the slab, and the heap holds
-// at most 4/3 nodes per waiting entry: O(log n) amortised.
-//
-// Ties go to the lower gen, compared with serial-number arithmetic: schedules
-// with the same time start in the order they were made unless 2³¹ schedules
-// were made in between. A stale node whose slot, gen and time match a live
-// schedule's (after 2³² schedules) stands for exactly that schedule: it can
-// only start it at its time, once.
+// deletion: a waiting entry's live node has its slot, gen and at. Cancel and
+// reschedule leave the old node stale, dropped at the top or by a compaction
+// once more than a quarter of the heap is stale (at most 4/3 nodes per
+// waiting entry). Ties go to the lower gen, in serial-number arithmetic. A
+// stale node matching a live schedule's slot, gen and time (2³² schedules
+// later) can only start that schedule at its time, once.
 
 func less(a, b node) bool {
 	if a.at != b.at {
@@ -47,19 +40,14 @@ func (s *store[K]) push(i int32) {
 	s.up(len(s.heap)-1, node{at: e.next, slot: i, gen: e.gen})
 }
 
-// unwait records that the waiting entry in slot i stopped waiting without its
-// node being popped: the caller has just freed the slot or renumbered it
-// (cancel, reschedule), which made the node stale. It reports whether that
-// node was the top: then the timer must be re-armed.
-func (s *store[K]) unwait(i int32) (wasTop bool) {
+// unwait records that slot i stopped waiting: popped, or freed or given a new
+// gen by the caller, which made its node stale.
+func (s *store[K]) unwait(i int32) {
 	s.waiting--
-	wasTop = !s.live(s.heap[0])
 	s.dropStaleIfMany(i)
-	return wasTop
 }
 
-// head drops the stale nodes at the top of the heap and returns the live top,
-// if any.
+// head drops stale nodes from the top and returns the live top, if any.
 func (s *store[K]) head() (node, bool) {
 	for len(s.heap) > 0 {
 		if n := s.heap[0]; s.live(n) {
@@ -75,8 +63,7 @@ func (s *store[K]) head() (node, bool) {
 func (s *store[K]) pop() int32 {
 	i := s.heap[0].slot
 	s.removeTop()
-	s.waiting--
-	s.dropStaleIfMany(i)
+	s.unwait(i)
 	return i
 }
 
@@ -89,15 +76,12 @@ func (s *store[K]) removeTop() {
 	}
 }
 
-// dropStaleIfMany compacts the heap once more than a quarter of it is stale
-// (after len(heap)/4 unwaits at least: O(1) amortised), and gives its array
-// back once four times larger than what it holds. Slot skip has just stopped
-// waiting, though it may still be in stateWaiting: it gets no node.
+// dropStaleIfMany compacts the heap once more than a quarter of it is stale:
+// O(1) amortised. Slot skip has stopped waiting, in stateWaiting or not.
 func (s *store[K]) dropStaleIfMany(skip int32) {
 	if stale := len(s.heap) - s.waiting; stale*4 > len(s.heap) {
 		// Checking each node against its entry is a cache miss: unless the
-		// slab is much larger (many running), make the live nodes anew,
-		// reading the slab in order.
+		// slab is much larger (many running), read the slab in order.
 		if s.slab.len() <= 4*len(s.heap) {
 			s.heap = s.appendWaiting(s.heap[:0], skip)
 		} else {
@@ -105,21 +89,14 @@ func (s *store[K]) dropStaleIfMany(skip int32) {
 		}
 		s.heapify()
 	}
-	if cap(s.heap) > minShrink && len(s.heap)*4 < cap(s.heap) {
-		s.heap = slices.Clip(append(make([]node, 0, 2*len(s.heap)), s.heap...))
-	}
 }
 
 // appendWaiting appends the live node of every waiting entry but slot skip
-// (-1: none) to h, in slot order, reading the slab page by page.
+// (-1: none) to h, in slot order.
 func (s *store[K]) appendWaiting(h []node, skip int32) []node {
-	n := s.slab.len()
-	for p, page := range s.slab.pages {
-		base := p << slabShift
-		for j := range page[:max(0, min(len(page), n-base))] {
-			if e := &page[j]; e.state == stateWaiting && int32(base+j) != skip {
-				h = append(h, node{at: e.next, slot: int32(base + j), gen: e.gen})
-			}
+	for i := range int32(s.slab.len()) {
+		if e := s.at(i); e.state == stateWaiting && i != skip {
+			h = append(h, node{at: e.next, slot: i, gen: e.gen})
 		}
 	}
 	return h

@@ -133,17 +133,17 @@ func TestTimesRoundTrip(t *testing.T) {
 		time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
 	} {
 		s.setTimes(e, tm, tm)
-		assert.Equal(t, tm, s.createdAt(e))
-		assert.Equal(t, tm, s.fireAt(e))
+		assert.Equal(t, tm, s.snapshot(e).CreatedAt)
+		assert.Equal(t, tm, s.snapshot(e).FireAt)
 	}
 	s.setTimes(e, t0().Round(0), t0())
-	assert.Equal(t, t0(), s.createdAt(e), "no monotonic reading")
+	assert.Equal(t, t0(), s.snapshot(e).CreatedAt, "no monotonic reading")
 }
 
-func TestLocationsPastTheInternTableAreKept(t *testing.T) {
+func TestLocationsPastTheTableAreKept(t *testing.T) {
 	// Each time.FixedZone is a new *Location: past 255 of them, the entries'
-	// Locations are kept by key, until released or rescheduled to interned
-	// Locations.
+	// Locations are kept by key, until released or rescheduled to Locations
+	// in the table.
 	s := newStore[int]()
 	type sched struct {
 		key            int
@@ -159,22 +159,23 @@ func TestLocationsPastTheInternTableAreKept(t *testing.T) {
 		s.setTimes(s.at(insertKey(&s, k)), created, fired)
 		all = append(all, sched{k, created, fired})
 	}
-	assert.Len(t, s.locs.table, spilledLoc)
+	assert.Len(t, s.locs, spilled)
 	for _, sc := range all {
 		i, _ := get(&s, sc.key)
-		assert.Same(t, sc.created.Location(), s.createdAt(s.at(i)).Location())
-		assert.Same(t, sc.fired.Location(), s.fireAt(s.at(i)).Location())
-		assert.True(t, sc.fired.Equal(s.fireAt(s.at(i))))
+		w := s.snapshot(s.at(i))
+		assert.Same(t, sc.created.Location(), w.CreatedAt.Location())
+		assert.Same(t, sc.fired.Location(), w.FireAt.Location())
+		assert.True(t, sc.fired.Equal(w.FireAt))
 	}
-	spilled := len(s.locs.spilled)
-	assert.Greater(t, spilled, 400)
+	n := len(s.spill)
+	assert.Greater(t, n, 400)
 	i, _ := get(&s, 599)
 	s.setTimes(s.at(i), t0(), t0())
-	assert.Len(t, s.locs.spilled, spilled-1, "reschedule to interned Locations")
+	assert.Len(t, s.spill, n-1, "rescheduled to Locations in the table")
 	for _, sc := range all {
 		deleteKey(&s, sc.key)
 	}
-	assert.Nil(t, s.locs.spilled, "release")
+	assert.Nil(t, s.spill, "released")
 }
 
 func TestBackoff(t *testing.T) {

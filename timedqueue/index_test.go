@@ -38,37 +38,19 @@ func indexModel[K comparable](t *testing.T, seed uint64, ops, nkeys int, newKey 
 		case !in:
 			require.False(t, deleteKey(&s, k), "delete of an absent key")
 		}
-		require.Equal(t, len(model), s.index.len())
+		require.Equal(t, len(model), s.index.n)
 		if op%1009 == 0 || op == ops-1 {
 			require.NoError(t, s.index.check(&s.slab), "op %d", op)
 		}
 	}
-	// Every key of the model is there; retain drops exactly the others.
+	// Every key of the model is there.
 	for k, i := range model {
 		got, ok := get(&s, k)
 		require.True(t, ok)
 		require.Equal(t, i, got)
 	}
-	kept := map[K]int32{}
-	s.index.retain(func(i int32) bool {
-		if i%2 == 0 {
-			kept[s.at(i).key] = i
-			return true
-		}
-		return false
-	})
-	require.Equal(t, len(kept), s.index.len())
-	require.NoError(t, s.index.check(&s.slab))
-	for k, i := range model {
-		got, ok := get(&s, k)
-		require.Equal(t, i%2 == 0, ok, "after retain: %v", k)
-		if ok {
-			require.Equal(t, i, got)
-		}
-	}
 }
 
-// get returns key's slot and whether it is there.
 func get[K comparable](s *store[K], key K) (int32, bool) {
 	i, _, _ := s.index.find(&s.slab, key)
 	return i, i >= 0
@@ -122,7 +104,7 @@ func TestIndexNaNKeyIsNeverFound(t *testing.T) {
 	}
 	_, ok := get(&s, math.NaN())
 	assert.False(t, ok)
-	assert.Equal(t, 3, s.index.len())
+	assert.Equal(t, 3, s.index.n)
 }
 
 // TestIndexBackwardShiftWraps places hand-made tags in a table of 16 so that

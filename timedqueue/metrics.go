@@ -1,9 +1,7 @@
 package timedqueue
 
 // Counter is a metric that only goes up; a prometheus.Counter satisfies it.
-type Counter interface {
-	Inc()
-}
+type Counter interface{ Inc() }
 
 // Gauge is a metric that goes up and down; a prometheus.Gauge satisfies it.
 type Gauge interface {
@@ -12,15 +10,12 @@ type Gauge interface {
 }
 
 // Histogram records observations; a prometheus.Histogram satisfies it.
-type Histogram interface {
-	Observe(float64)
-}
+type Histogram interface{ Observe(float64) }
 
 // MetricsProvider creates a queue's metrics in [New], each for the queue's
 // name ([WithName]). A method may return nil, which records nothing. Metrics
-// must be safe for concurrent use and not block. A provider may also
-// implement [BackoffMetricsProvider]; the taintkit package documentation
-// compares each metric with sharding's.
+// must be safe for concurrent use and not block; the taintkit package
+// documentation compares each with sharding's.
 type MetricsProvider interface {
 	NewDepthMetric(name string) Gauge        // pending and backing-off schedules
 	NewRunningMetric(name string) Gauge      // attempts in flight, withdrawn ones included
@@ -32,15 +27,13 @@ type MetricsProvider interface {
 	NewDurationMetric(name string) Histogram // attempt durations, in seconds on the clock
 }
 
-// BackoffMetricsProvider is a [MetricsProvider] that also gauges the
-// schedules backing off: not running, with a failed attempt, waiting for
-// their NextAttempt. They are part of depth: depth minus backoff is what
+// BackoffMetricsProvider is a [MetricsProvider] that also gauges, if [New]
+// is given one, the schedules backing off: waiting for their NextAttempt after
+// a failed attempt. They are part of depth; depth minus backoff is what
 // sharding's depth gauge counts, and backoff means what sharding's does.
-// [New] calls it if the provider implements this interface.
 type BackoffMetricsProvider interface {
 	MetricsProvider
-	// NewBackoffMetric gauges the schedules backing off.
-	NewBackoffMetric(name string) Gauge
+	NewBackoffMetric(name string) Gauge // schedules backing off
 }
 
 type noopMetric struct{}
@@ -71,36 +64,30 @@ type metrics struct {
 
 func newMetrics(p MetricsProvider, name string) metrics {
 	m := metrics{
-		pending:      p.NewDepthMetric(name),
-		running:      p.NewRunningMetric(name),
-		adds:         p.NewAddsMetric(name),
-		retries:      p.NewRetriesMetric(name),
-		failures:     p.NewFailuresMetric(name),
-		drops:        p.NewDropsMetric(name),
-		lateness:     p.NewLatenessMetric(name),
-		workDuration: p.NewDurationMetric(name),
+		pending:      orNoop[Gauge](p.NewDepthMetric(name)),
+		running:      orNoop[Gauge](p.NewRunningMetric(name)),
+		backoff:      noopMetric{},
+		adds:         orNoop[Counter](p.NewAddsMetric(name)),
+		retries:      orNoop[Counter](p.NewRetriesMetric(name)),
+		failures:     orNoop[Counter](p.NewFailuresMetric(name)),
+		drops:        orNoop[Counter](p.NewDropsMetric(name)),
+		lateness:     orNoop[Histogram](p.NewLatenessMetric(name)),
+		workDuration: orNoop[Histogram](p.NewDurationMetric(name)),
 	}
 	if bp, ok := p.(BackoffMetricsProvider); ok {
-		m.backoff = bp.NewBackoffMetric(name)
-	}
-	for _, g := range []*Gauge{&m.pending, &m.running, &m.backoff} {
-		if *g == nil {
-			*g = noopMetric{}
-		}
-	}
-	for _, c := range []*Counter{&m.adds, &m.retries, &m.failures, &m.drops} {
-		if *c == nil {
-			*c = noopMetric{}
-		}
-	}
-	for _, h := range []*Histogram{&m.lateness, &m.workDuration} {
-		if *h == nil {
-			*h = noopMetric{}
-		}
+		m.backoff = orNoop[Gauge](bp.NewBackoffMetric(name))
 	}
 	_, noop := m.workDuration.(noopMetric)
 	m.timeWork = !noop
 	return m
+}
+
+// orNoop returns metric, or a no-op if it is nil.
+func orNoop[M any](metric M) M {
+	if any(metric) == nil {
+		return any(noopMetric{}).(M)
+	}
+	return metric
 }
 
 // delta is a batch of metric updates computed under the lock and applied after
@@ -111,34 +98,27 @@ type delta struct {
 }
 
 func (m *metrics) apply(d delta) {
-	for ; d.pending > 0; d.pending-- {
-		m.pending.Inc()
+	move(m.pending, d.pending)
+	move(m.running, d.running)
+	move(m.backoff, d.backoff)
+	count(m.adds, d.adds)
+	count(m.retries, d.retries)
+	count(m.failures, d.failures)
+	count(m.drops, d.drops)
+}
+
+func count(c Counter, n int) {
+	for ; n > 0; n-- {
+		c.Inc()
 	}
-	for ; d.pending < 0; d.pending++ {
-		m.pending.Dec()
+}
+
+// move moves g by n: n calls of Inc, or -n of Dec.
+func move(g Gauge, n int) {
+	for ; n > 0; n-- {
+		g.Inc()
 	}
-	for ; d.running > 0; d.running-- {
-		m.running.Inc()
-	}
-	for ; d.running < 0; d.running++ {
-		m.running.Dec()
-	}
-	for ; d.backoff > 0; d.backoff-- {
-		m.backoff.Inc()
-	}
-	for ; d.backoff < 0; d.backoff++ {
-		m.backoff.Dec()
-	}
-	for ; d.adds > 0; d.adds-- {
-		m.adds.Inc()
-	}
-	for ; d.retries > 0; d.retries-- {
-		m.retries.Inc()
-	}
-	for ; d.failures > 0; d.failures-- {
-		m.failures.Inc()
-	}
-	for ; d.drops > 0; d.drops-- {
-		m.drops.Inc()
+	for ; n < 0; n++ {
+		g.Dec()
 	}
 }

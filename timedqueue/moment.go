@@ -5,11 +5,10 @@ import (
 	"time"
 )
 
-// A moment is an instant of a time.Time without its Location or monotonic
+// A moment is the instant of a time.Time, without Location or monotonic
 // reading: seconds since January 1, year 1 UTC, and nanoseconds. Every
-// time.Time has one, exactly, and moments order as their times do. Its fields
-// are 32-bit, so that it takes 12 bytes in an entry or a heap node with no
-// padding; == compares two moments.
+// time.Time has one, and moments order as their times do. 32-bit fields make
+// it 12 bytes with no padding; == compares two moments.
 type moment struct {
 	secHi int32  // seconds, high half (signed)
 	secLo uint32 // seconds, low half

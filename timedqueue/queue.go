@@ -3,14 +3,8 @@ package timedqueue
 import (
 	"context"
 	"errors"
-	"reflect"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/go-logr/logr"
-	"k8s.io/utils/clock"
 )
 
 // WorkFunc is the work for key; ctx ends at Shutdown or the attempt timeout.
@@ -34,25 +28,17 @@ var ErrShutdown = errors.New("timedqueue: queue shut down")
 // TimedWorkerQueue runs a [WorkFunc] for scheduled keys. It is safe for
 // concurrent use; the zero value is not usable: call [New].
 type TimedWorkerQueue[K comparable] struct {
-	// Set by New, then only read.
-	work      WorkFunc[K]
-	clock     clock.Clock
-	max       int
-	retry     RetryPolicy
-	timeout   time.Duration
-	log       logr.Logger
-	m         metrics
-	checkKeys bool // K holds interfaces: see badKey
-
-	hooks   atomic.Pointer[hooks[K]] // replaced whole by the Set*Hook methods
-	hooksMu sync.Mutex               // serialises those replacements
-	turns   turns                    // the admit func's turns
+	options // set by New, then only read
+	work    WorkFunc[K]
+	m       metrics
 
 	baseCtx    context.Context // parent of every work ctx; cancelled by Shutdown
 	cancelBase context.CancelCauseFunc
 
 	mu        sync.Mutex
 	s         store[K]
+	hooks     hooks[K]
+	lastTurn  chan struct{}  // passTurn of the last attempt that began with an admit func
 	withdrawn map[K]struct{} // keys with a withdrawn attempt in flight
 	active    int            // attempts in flight, withdrawn included: busy worker goroutines
 	alarm     alarm          // the queue's one timer (see timer.go)
@@ -65,66 +51,38 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 	if work == nil {
 		return nil, errors.New("timedqueue: work func must not be nil")
 	}
-	o, hooks, err := buildOptions[K](opts)
+	o, h, err := buildOptions[K](opts)
 	if err != nil {
 		return nil, err
 	}
 	q := &TimedWorkerQueue[K]{
+		options:   o,
 		work:      work,
-		clock:     o.clock,
-		max:       o.maxConcurrency,
-		retry:     o.retry,
-		timeout:   o.attemptTimeout,
-		log:       o.logger,
+		hooks:     h,
 		m:         newMetrics(o.metrics, o.name),
-		checkKeys: holdsInterface(reflect.TypeFor[K]()),
 		s:         newStore[K](),
 		withdrawn: make(map[K]struct{}),
-		deadlines: deadlines[K]{min: never},
+		deadlines: deadlines[K]{timed: make(map[*attempt[K]]struct{}), min: never},
 		down:      shutdownState{changed: make(chan struct{})},
 	}
-	q.hooks.Store(&hooks)
-	q.turns.init()
+	q.lastTurn = make(chan struct{})
+	close(q.lastTurn)
 	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
-	q.alarm.init(q.clock)
+	t := q.clock.NewTimer(time.Hour)
+	t.Stop()
+	q.alarm = alarm{timer: t, c: t.C(), at: never, stop: make(chan struct{}), idle: make(chan struct{}, 1)}
 	return q, nil
 }
 
-// holdsInterface reports whether values of type t may hold an interface.
-func holdsInterface(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Interface:
-		return true
-	case reflect.Array:
-		return holdsInterface(t.Elem())
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if holdsInterface(t.Field(i).Type) {
-				return true
-			}
+// badKey reports whether key holds a value that is not comparable (comparing
+// it panics, as hashing it would) or is not equal to itself (a NaN).
+func badKey[K comparable](key K) (bad bool) {
+	defer func() {
+		if recover() != nil {
+			bad = true
 		}
-	}
-	return false
-}
-
-// badKey reports whether key cannot be used: it holds a value that is not
-// comparable, or it is not equal to itself (a NaN). The first check costs
-// nothing unless K holds interfaces; the second is one comparison.
-func (q *TimedWorkerQueue[K]) badKey(key K) bool {
-	if q.checkKeys && !comparableKey(key) {
-		return true // checked first: != panics on an uncomparable value
-	}
-	// A key not equal to itself (a NaN, or a value holding one) could be
-	// added but never found again: never cancelled, never released.
+	}()
 	return key != key
-}
-
-// comparableKey reports whether key's value is comparable. Out of badKey, the
-// copy of key whose address it takes escapes only when K holds interfaces.
-//
-//go:noinline
-func comparableKey[K comparable](key K) bool {
-	return reflect.ValueOf(&key).Elem().Comparable()
 }
 
 // AddWork schedules the work for key at fireAt and reports whether it did: not
@@ -146,19 +104,34 @@ func (q *TimedWorkerQueue[K]) UpdateWork(key K, createdAt, fireAt time.Time) boo
 }
 
 func (q *TimedWorkerQueue[K]) schedule(key K, createdAt, fireAt time.Time, update bool) bool {
-	if q.badKey(key) {
+	if badKey(key) {
 		return false
 	}
-	createdAt, fireAt = q.orNow(createdAt, fireAt)
+	// A zero time means now: kept as is, a zero FireAt would fall in year 1
+	// and report a lateness of two thousand years.
+	if createdAt.IsZero() || fireAt.IsZero() {
+		now := q.clock.Now()
+		if createdAt.IsZero() {
+			createdAt = now
+		}
+		if fireAt.IsZero() {
+			fireAt = now
+		}
+	}
 	var d delta
 	q.mu.Lock()
-	if q.down.closed {
-		q.mu.Unlock()
-		return false
-	}
+	ok := q.scheduleLocked(key, createdAt, fireAt, update, &d)
+	q.mu.Unlock()
+	q.m.apply(d)
+	return ok
+}
+
+func (q *TimedWorkerQueue[K]) scheduleLocked(key K, createdAt, fireAt time.Time, update bool, d *delta) bool {
 	s := &q.s
 	i, pos, tag := s.index.find(&s.slab, key)
 	switch {
+	case q.down.closed:
+		return false
 	case i < 0:
 		i = s.add(key, pos, tag, createdAt, fireAt)
 		if _, ok := q.withdrawn[key]; ok {
@@ -167,15 +140,10 @@ func (q *TimedWorkerQueue[K]) schedule(key K, createdAt, fireAt time.Time, updat
 			s.push(i)
 		}
 		d.pending++
-	case !update:
-		q.mu.Unlock()
+	case !update || s.at(i).state == stateRunning || momentOf(fireAt) == s.at(i).fire:
 		return false
 	default:
 		e := s.at(i)
-		if e.state == stateRunning || momentOf(fireAt) == e.fire {
-			q.mu.Unlock()
-			return false
-		}
 		if e.attempts > 0 {
 			d.backoff-- // Attempts is reset: no longer backing off
 		}
@@ -186,33 +154,15 @@ func (q *TimedWorkerQueue[K]) schedule(key K, createdAt, fireAt time.Time, updat
 		}
 	}
 	d.adds++
-	q.pumpLocked(&d)
-	q.mu.Unlock()
-	q.m.apply(d)
+	q.pumpLocked(d)
 	return true
-}
-
-// orNow returns createdAt and fireAt with a zero time replaced by the clock's
-// now. Zero is taken as "not given": kept as is, a zero FireAt would fall in
-// year 1 and report a lateness of two thousand years.
-func (q *TimedWorkerQueue[K]) orNow(createdAt, fireAt time.Time) (time.Time, time.Time) {
-	if createdAt.IsZero() || fireAt.IsZero() {
-		now := q.clock.Now()
-		if createdAt.IsZero() {
-			createdAt = now
-		}
-		if fireAt.IsZero() {
-			fireAt = now
-		}
-	}
-	return createdAt, fireAt
 }
 
 // CancelWork reports whether it removed pending or backing-off work for key,
 // which then never starts. A running attempt goes on, withdrawn: CancelWork
 // frees the key and returns false.
 func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
-	if q.badKey(key) {
+	if badKey(key) {
 		return false
 	}
 	var d delta
@@ -227,18 +177,18 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 	if state == stateWaiting && s.at(i).attempts > 0 {
 		d.backoff--
 	}
-	// A running attempt finds its entry by key and gen: with the entry gone,
-	// its end is handled as a withdrawn attempt's.
+	// A running attempt, finding no entry with its gen, ends as withdrawn.
 	s.remove(i, pos)
 	if state == stateRunning {
 		q.withdrawn[key] = struct{}{}
-	} else if state == stateWaiting && s.unwait(i) {
-		q.pumpLocked(&d) // the earliest time may have changed: re-arm the timer
-	}
-	s.shrink()
-	if state != stateRunning {
+	} else {
+		if state == stateWaiting {
+			s.unwait(i)
+		}
+		q.pumpLocked(&d) // the earliest time may have changed
 		d.pending--
 	}
+	s.shrink()
 	q.mu.Unlock()
 	q.m.apply(d)
 	return state != stateRunning
@@ -246,7 +196,7 @@ func (q *TimedWorkerQueue[K]) CancelWork(key K) bool {
 
 // GetWorker returns a snapshot of the live schedule for key, if any.
 func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
-	if q.badKey(key) {
+	if badKey(key) {
 		return TimedWorker[K]{}, false
 	}
 	q.mu.Lock()
@@ -255,31 +205,17 @@ func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
 	if i < 0 {
 		return TimedWorker[K]{}, false
 	}
-	return q.snapshotLocked(q.s.at(i)), true
-}
-
-func (q *TimedWorkerQueue[K]) snapshotLocked(e *entry[K]) TimedWorker[K] {
-	loc := q.s.locs.fire(e)
-	return TimedWorker[K]{
-		Key:         e.key,
-		CreatedAt:   q.s.createdAt(e),
-		FireAt:      e.fire.time(loc),
-		Attempts:    int(e.attempts),
-		NextAttempt: e.next.time(loc),
-		Running:     e.state == stateRunning,
-	}
+	return q.s.snapshot(q.s.at(i)), true
 }
 
 // AppendWorkers appends a snapshot of every live schedule to dst, in no
-// order, and returns the extended slice. It holds the queue's lock for O(n):
-// it is for a debug endpoint or a test, not for a hot path.
+// order, holding the queue's lock for O(n): it is for debugging and tests.
 func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[K] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	dst = slices.Grow(dst, q.s.index.len())
 	for i := range int32(q.s.slab.len()) {
 		if e := q.s.at(i); e.state != stateFree {
-			dst = append(dst, q.snapshotLocked(e))
+			dst = append(dst, q.s.snapshot(e))
 		}
 	}
 	return dst
@@ -289,5 +225,5 @@ func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[
 func (q *TimedWorkerQueue[K]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.s.index.len()
+	return q.s.index.n
 }

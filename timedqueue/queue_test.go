@@ -598,6 +598,30 @@ func TestConcurrencyLimit(t *testing.T) {
 	})
 }
 
+// With an attempt timeout every call pumps in full (no fast path): due work
+// beyond MaxConcurrency still waits for a slot.
+func TestConcurrencyLimitWithAttemptTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk, f, q, _ := setup(t, timedqueue.WithMaxConcurrency(2), timedqueue.WithAttemptTimeout(time.Hour))
+		gates := map[string]chan struct{}{}
+		for _, k := range []string{"a", "b", "c", "d"} {
+			gates[k] = f.setGate(k)
+			require.True(t, q.AddWork(k, t0, t0))
+			synctest.Wait()
+		}
+		assert.Len(t, f.takeRuns(), 2, "started with two slots")
+		close(gates["a"])
+		synctest.Wait()
+		assert.Equal(t, []run{{"c", 0}}, f.takeRuns(), "a slot freed: the next in order starts")
+		clk.Step(time.Minute)
+		synctest.Wait()
+		assert.Empty(t, f.takeRuns())
+		f.mu.Lock()
+		assert.Equal(t, 2, f.peak)
+		f.mu.Unlock()
+	})
+}
+
 func TestConcurrencySlotsPeakWithBlockedWork(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, f, q, _ := setup(t, timedqueue.WithMaxConcurrency(3))

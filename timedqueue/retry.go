@@ -14,28 +14,23 @@ const (
 	DefaultMaxBackoff     = time.Minute
 )
 
-// The defaults are internal/backoff's, shared with package sharding: a
-// conversion of a negative constant to uint fails to compile if they drift.
-const _ = uint(DefaultMaxAttempts-backoff.DefaultMaxAttempts) + uint(backoff.DefaultMaxAttempts-DefaultMaxAttempts) +
-	uint(DefaultInitialBackoff-backoff.DefaultInitialBackoff) + uint(backoff.DefaultInitialBackoff-DefaultInitialBackoff) +
-	uint(DefaultMaxBackoff-backoff.DefaultMaxBackoff) + uint(backoff.DefaultMaxBackoff-DefaultMaxBackoff)
-
-// RetryPolicy says when a failed attempt is tried again: after the wait
-// [RetryPolicy.Backoff] gives, on the clock from the attempt's return, up to
-// MaxAttempts attempts in all. Zero fields take the Default constants, but a MaxBackoff set alone below
-// DefaultInitialBackoff makes every wait MaxBackoff, and an InitialBackoff set
-// alone above DefaultMaxBackoff makes every wait InitialBackoff. New rejects
-// negative fields, and a MaxBackoff below InitialBackoff when both are set.
+// RetryPolicy says when a failed attempt is tried again: after
+// [RetryPolicy.Backoff], on the clock from the attempt's return, up to
+// MaxAttempts attempts in all. Zero fields take the Default constants (a
+// MaxBackoff set alone below DefaultInitialBackoff makes every wait MaxBackoff;
+// an InitialBackoff set alone above DefaultMaxBackoff, every wait
+// InitialBackoff). New rejects negative fields, and MaxBackoff below
+// InitialBackoff when both are set.
 type RetryPolicy struct {
 	MaxAttempts    int           // counts the first attempt: 1 means no retry
 	InitialBackoff time.Duration // the wait after the first failure
 	MaxBackoff     time.Duration // caps every wait
 }
 
-// Backoff returns the wait after the n-th failed attempt (n < 1 counts as
-// 1): InitialBackoff doubled n-1 times, capped at MaxBackoff, zero fields
-// taking the defaults; the default policy's if New would reject p. It is for work that keeps
-// a count of its own and waits with [RetryAt].
+// Backoff returns the wait after the n-th failed attempt (n < 1 counts as 1):
+// InitialBackoff doubled n-1 times, capped at MaxBackoff, zero fields taking
+// the defaults (the default policy's if New would reject p). It is for work
+// counting its own attempts and waiting with [RetryAt].
 func (p RetryPolicy) Backoff(n int) time.Duration {
 	return backoff.Policy(p).Backoff(n)
 }
@@ -93,9 +88,8 @@ func (e *retryAtError) Unwrap() error { return e.reason }
 
 // RetryAt returns an error that, returned by a work func (as is or wrapped),
 // ends the attempt without failing it: the schedule waits, holding no slot,
-// until at, as after an [AdmitFunc]'s refusal. It is for a server that refused
-// for now, not for an error (a disruption budget, say); reason, which may be
-// nil, is logged.
+// until at, as after an [AdmitFunc]'s refusal: for a server that refused for
+// now (a disruption budget, say). reason, which may be nil, is logged.
 func RetryAt(at time.Time, reason error) error {
 	return &retryAtError{at: at, reason: reason}
 }

@@ -26,12 +26,13 @@ import (
 
 // smallFootprint checks that f is what a queue holding live schedules may
 // hold at most once everything has shrunk: a quarter of its slots live or
-// only a few slots, an index at least 3/16 full, a heap no larger than four
-// times what it holds, and a free list no larger than twice the slab.
+// only a few slots, an index of at most 16/3 positions per slot, a heap no
+// larger than four times what it holds, and a free list no larger than twice
+// the slab.
 func smallFootprint(t *testing.T, f timedqueue.Footprint, live int) {
 	t.Helper()
 	assert.LessOrEqual(t, f.Slots, max(256, 4*live), "slab slots: %+v", f)
-	assert.LessOrEqual(t, f.Index, max(16, 16*live/3), "index slots: %+v", f)
+	assert.LessOrEqual(t, f.Index, max(16, 16*f.Slots/3), "index slots: %+v", f)
 	assert.LessOrEqual(t, f.Heap, max(256, 4*live), "heap capacity: %+v", f)
 	assert.LessOrEqual(t, f.Free, max(512, 2*f.Slots), "free list: %+v", f)
 }

@@ -3,6 +3,7 @@ package timedqueue
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Shutdown stops the queue: AddWork and UpdateWork return false, schedules
@@ -11,24 +12,23 @@ import (
 // if ctx ends first. From a work func, pass its ctx: it then does not wait for
 // that work func, nor for others blocked in Shutdown likewise.
 func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
-	own := q.ownAttempt(ctx)
+	own, _ := ctx.Value(q).(*workCtx[K]) // the caller's attempt, if it has one
 	var d delta
 	dropped := 0
 	q.mu.Lock()
 	if !q.down.closed {
 		q.down.closed = true
 		s := &q.s
-		s.index.retain(func(i int32) bool {
-			if s.at(i).state != stateRunning {
-				if s.at(i).attempts > 0 {
+		for i := range int32(s.slab.len()) {
+			if e := s.at(i); e.state != stateFree && e.state != stateRunning {
+				if e.attempts > 0 {
 					d.backoff--
 				}
-				s.release(i)
+				_, pos, _ := s.index.find(&s.slab, e.key)
+				s.remove(i, pos)
 				dropped++
-				return false
 			}
-			return true
-		})
+		}
 		s.heap, s.waiting = nil, 0
 		s.shrink()
 		q.alarm.disarm()
@@ -38,7 +38,7 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 		d.drops += dropped
 	}
 	if own != nil {
-		q.enterLocked(own)
+		q.shutdownCallLocked(own, 1)
 	}
 	q.mu.Unlock()
 	q.m.apply(d)
@@ -50,14 +50,13 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if own != nil {
-		defer q.leaveLocked(own)
+		defer q.shutdownCallLocked(own, -1)
 	}
 	for {
-		// A worker in a hook holds its slot but has no work func left to
-		// wait for: the hook may be the caller. A caller inside a running
-		// attempt skips its own and those of the other callers inside running
-		// attempts (q.inside counts them all, its own included), which wait
-		// for it as it would for them.
+		// A worker in a hook has no work func left to wait for: the hook may
+		// be the caller. A caller inside a running attempt does not wait for
+		// the attempts of callers inside running attempts (q.down.inside,
+		// its own included), which do not wait for it either.
 		busy := q.active - q.down.hooking
 		if !q.alarm.running && (busy == 0 || own != nil && own.running && busy <= q.down.inside) {
 			return nil
@@ -78,8 +77,7 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 	}
 }
 
-// shutdownState is what Shutdown and its waiters share, guarded by the
-// queue's mutex.
+// shutdownState is what Shutdown and its waiters share, guarded by q.mu.
 type shutdownState struct {
 	closed  bool
 	inside  int           // running attempts whose work ctx is in Shutdown (see workCtx)
@@ -92,5 +90,57 @@ func (q *TimedWorkerQueue[K]) notifyLocked() {
 	if q.down.closed {
 		close(q.down.changed)
 		q.down.changed = make(chan struct{})
+	}
+}
+
+// workCtx is the ctx of one attempt's work func, and the attempt's identity,
+// carried under the key q. Shutdown called with it, or a ctx derived from it,
+// does not wait for the attempt while running is true: the caller is that
+// work func or a goroutine it waits for. A ctx may be kept after its work func
+// returned: each attempt has a workCtx of its own. With a timeout the work
+// func gets a timedCtx around it.
+type workCtx[K comparable] struct {
+	context.Context
+	q *TimedWorkerQueue[K]
+	// Guarded by q.mu.
+	running   bool  // the work func has not returned
+	shutdowns int32 // Shutdown calls in progress with this ctx
+}
+
+func (c *workCtx[K]) Value(key any) any {
+	if key == any(c.q) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// timedCtx is the work ctx of an attempt with a timeout: its workCtx's
+// Context is a child of the base ctx, cancelled at the deadline by the queue.
+type timedCtx[K comparable] struct {
+	*workCtx[K]
+	deadline moment
+}
+
+func (c *timedCtx[K]) Deadline() (time.Time, bool) { return c.deadline.time(time.Local), true }
+
+// Err reports context.DeadlineExceeded when the attempt timed out: the queue
+// cancels the attempt with that cause from its own timer.
+func (c *timedCtx[K]) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// shutdownCallLocked records that a Shutdown call made with c's ctx began
+// (n = 1) or returned (n = -1). q.down.inside counts the running attempts
+// with a Shutdown call in progress through their ctx, each once: it changes
+// only here and in settle.
+func (q *TimedWorkerQueue[K]) shutdownCallLocked(c *workCtx[K], n int32) {
+	c.shutdowns += n
+	if first, last := n > 0 && c.shutdowns == 1, n < 0 && c.shutdowns == 0; c.running && (first || last) {
+		q.down.inside += int(n)
+		q.notifyLocked()
 	}
 }

@@ -1,6 +1,10 @@
 package timedqueue
 
-import "time"
+import (
+	"hash/maphash"
+	"slices"
+	"time"
+)
 
 // Entry states.
 const (
@@ -10,9 +14,8 @@ const (
 	stateRunning              // an attempt is in flight
 )
 
-// entry is one live schedule, stored by value in the slab: 64 bytes for a
-// string key, its times as moments and one-byte Location indices (see
-// locations) rather than time.Time values of 24 bytes each.
+// entry is one live schedule, stored by value in the slab: 64 bytes, one
+// cache line, for a string key.
 type entry[K comparable] struct {
 	key      K
 	created  moment // CreatedAt
@@ -21,20 +24,13 @@ type entry[K comparable] struct {
 	gen      uint32 // the schedule's number: its heap node's, and its attempt's
 	attempts int32  // failed attempts so far
 	state    uint8
-	deferred bool // an attempt returned RetryAt: next may differ from fire with no failure
-	// Location indices of CreatedAt and FireAt.
-	createdLoc, fireLoc uint8
+	deferred bool     // an attempt returned RetryAt: next may differ from fire with no failure
+	locs     [2]uint8 // of CreatedAt and FireAt in store.locs, or spilled
 }
 
 // store holds a queue's schedules: entries in a slab, with a free list, an
-// index from key to slot, and a heap of the waiting entries (see heap.go). It
-// is not safe for concurrent use; the queue's mutex guards it.
-//
-// Memory comes back when the schedules go: once at most a quarter of the
-// slab's slots are used, shrink moves the entries to the lowest slots and
-// gives the rest back; the index and the heap shrink likewise. Each shrink
-// costs O(n) and follows at least 3n/4 releases: O(1) amortised, and a size
-// hovering around a threshold does not make them shrink and grow in turn.
+// index from key to slot, and a heap of the waiting entries (see heap.go),
+// guarded by the queue's mutex.
 type store[K comparable] struct {
 	slab    slab[K]
 	free    []int32
@@ -42,21 +38,59 @@ type store[K comparable] struct {
 	heap    []node
 	waiting int    // entries in stateWaiting: live heap nodes; the rest of the heap is stale
 	gen     uint32 // the last schedule number given
-	locs    locations[K]
+	// The Locations of the entries' times: an entry holds a byte for each,
+	// not a pointer (16 bytes more, a second cache line). Past 255 (time.Parse
+	// makes one per numeric offset), an entry's are kept by key in spill.
+	locs  []*time.Location
+	spill map[K][2]*time.Location
+}
+
+const spilled = 255
+
+// locIndex returns loc's index in s.locs, adding it if there is room.
+func (s *store[K]) locIndex(loc *time.Location) uint8 {
+	if i := slices.Index(s.locs, loc); i >= 0 {
+		return uint8(i)
+	}
+	if len(s.locs) == spilled {
+		return spilled
+	}
+	s.locs = append(s.locs, loc)
+	return uint8(len(s.locs) - 1)
+}
+
+// unspill drops what spill holds for e before e changes.
+func (s *store[K]) unspill(e *entry[K]) {
+	if e.locs[0] == spilled {
+		if delete(s.spill, e.key); len(s.spill) == 0 {
+			s.spill = nil // a Go map never shrinks
+		}
+	}
+}
+
+func (s *store[K]) snapshot(e *entry[K]) TimedWorker[K] {
+	var locs [2]*time.Location
+	if e.locs[0] == spilled {
+		locs = s.spill[e.key]
+	} else {
+		locs = [2]*time.Location{s.locs[e.locs[0]], s.locs[e.locs[1]]}
+	}
+	return TimedWorker[K]{Key: e.key, CreatedAt: e.created.time(locs[0]), FireAt: e.fire.time(locs[1]),
+		Attempts: int(e.attempts), NextAttempt: e.next.time(locs[1]), Running: e.state == stateRunning}
 }
 
 // minShrink is the slot count under which nothing shrinks: a few KiB.
 const minShrink = 256
 
 func newStore[K comparable]() store[K] {
-	return store[K]{index: newIndex[K](), locs: newLocations[K]()}
+	return store[K]{index: index[K]{seed: maphash.MakeSeed()}}
 }
 
 // at returns the entry in slot i.
 func (s *store[K]) at(i int32) *entry[K] { return s.slab.at(i) }
 
-// add fills a free slot with a new schedule for key, not yet in the heap,
-// and indexes it at pos and tag, as the index's find returned them.
+// add puts a new schedule for key, not yet in the heap, in a free slot,
+// indexed at the pos and tag find returned.
 func (s *store[K]) add(key K, pos, tag uint32, createdAt, fireAt time.Time) int32 {
 	var i int32
 	if n := len(s.free); n > 0 {
@@ -73,144 +107,88 @@ func (s *store[K]) add(key K, pos, tag uint32, createdAt, fireAt time.Time) int3
 
 // setTimes makes e a new schedule at createdAt and fireAt, with a new gen.
 func (s *store[K]) setTimes(e *entry[K], createdAt, fireAt time.Time) {
-	s.locs.forget(e)
+	s.unspill(e)
 	e.created, e.fire = momentOf(createdAt), momentOf(fireAt)
-	e.createdLoc, e.fireLoc = s.locs.index(e.key, createdAt.Location(), fireAt.Location())
+	e.locs = [2]uint8{s.locIndex(createdAt.Location()), s.locIndex(fireAt.Location())}
+	if e.locs[0] == spilled || e.locs[1] == spilled {
+		if e.locs = [2]uint8{spilled, spilled}; s.spill == nil {
+			s.spill = make(map[K][2]*time.Location)
+		}
+		s.spill[e.key] = [2]*time.Location{createdAt.Location(), fireAt.Location()}
+	}
 	e.next, e.attempts, e.deferred = e.fire, 0, false
 	s.gen++
 	e.gen = s.gen
 }
 
-// remove frees slot i, whose index position is pos. A heap node left for
-// the slot becomes stale: the caller calls unwait if the entry was waiting.
+// remove frees slot i, at index position pos; the caller unwaits a waiting entry.
 func (s *store[K]) remove(i int32, pos uint32) {
 	s.index.deleteAt(pos)
-	s.release(i)
-}
-
-// release frees slot i, whose key the caller has taken out of the index.
-func (s *store[K]) release(i int32) {
-	e := s.at(i)
-	s.locs.forget(e)
-	*e = entry[K]{} // so that the key can be collected
+	s.unspill(s.at(i))
+	*s.at(i) = entry[K]{} // so that the key can be collected
 	s.free = append(s.free, i)
 }
 
-// createdAt returns the CreatedAt of e, as given, without a monotonic reading.
-func (s *store[K]) createdAt(e *entry[K]) time.Time {
-	return e.created.time(s.locs.created(e))
-}
-
-// fireAt returns the FireAt of e, as given, without a monotonic reading.
-func (s *store[K]) fireAt(e *entry[K]) time.Time {
-	return e.fire.time(s.locs.fire(e))
-}
-
 // shrink gives memory back once at most a quarter of the slab's slots hold an
-// entry: it moves the entries to the lowest slots, frees the pages above them
-// and the free list, and rebuilds the heap. Slot numbers change: the caller
-// holds none across it (a running attempt finds its entry by key).
+// entry: it copies them, in order, to a slab of their size and rebuilds the
+// index and the heap: O(n) after 3n/4 releases, with no shrink-grow cycle.
+// Slot numbers change: the caller holds none across it.
 func (s *store[K]) shrink() {
-	used, live := s.slab.len(), s.index.len()
-	if used <= minShrink || live*4 > used {
+	used := s.slab.len()
+	if used <= minShrink || s.index.n*4 > used {
 		return
 	}
-	// Two fingers: move the highest used slot into the lowest free one.
-	lo, hi := int32(0), int32(used-1)
-	for {
-		for lo < hi && s.at(lo).state != stateFree {
-			lo++
+	old := s.slab
+	s.slab, s.free = slab[K]{}, nil
+	s.index.reset(s.index.n)
+	for j := range int32(used) {
+		if e := old.at(j); e.state != stateFree {
+			i := s.slab.grow()
+			*s.at(i) = *e
+			_, pos, tag := s.index.find(&s.slab, e.key)
+			s.index.insertAt(pos, tag, i)
 		}
-		for hi > lo && s.at(hi).state == stateFree {
-			hi--
-		}
-		if lo >= hi {
-			break
-		}
-		e := s.at(hi)
-		s.index.repoint(&s.slab, e.key, lo)
-		*s.at(lo), *e = *e, entry[K]{}
-		lo++
-		hi--
 	}
-	s.slab.truncate(live)
-	s.free = nil
 	s.heap = s.appendWaiting(make([]node, 0, s.waiting), -1)
 	s.heapify()
 }
 
-// locations interns the Locations of a store's times, so that an entry holds
-// a one-byte index for each instead of an 8-byte pointer. Most queues see one
-// or two Locations (Local, UTC), but time.Parse makes a new *Location for
-// each numeric offset it parses: past the 255th, an entry's Locations are
-// kept by key in spilled, and its indices are spilledLoc.
-type locations[K comparable] struct {
-	table   []*time.Location
-	indices map[*time.Location]uint8
-	last    uint8 // the index found last: most callers use one Location
-	spilled map[K][2]*time.Location
+// slab holds the entries in pages of slabPage entries: it grows a page at a
+// time, with no copy of the whole slab under the queue's lock. The first page
+// doubles from 8 entries, so that a small queue stays small. Slots [0, len)
+// are allocated, free or not.
+type slab[K comparable] struct {
+	pages [][]entry[K] // each of slabPage entries, but the first while it grows
+	n     int32        // allocated slots
 }
 
-const spilledLoc = 255
+// slabShift sets slabPage: 1024 entries, a multiple of 8 KiB for a key of
+// 8-byte alignment, which Go allocates with no rounding and no header.
+const (
+	slabShift = 10
+	slabPage  = 1 << slabShift
+	slabMask  = slabPage - 1
+)
 
-func newLocations[K comparable]() locations[K] {
-	return locations[K]{table: []*time.Location{time.Local}, indices: map[*time.Location]uint8{time.Local: 0}}
-}
+// at returns slot i, which must be allocated.
+func (sl *slab[K]) at(i int32) *entry[K] { return &sl.pages[i>>slabShift][i&slabMask] }
 
-// index returns the indices of created and fire, for key.
-func (l *locations[K]) index(key K, created, fire *time.Location) (uint8, uint8) {
-	c := l.find(created)
-	f := c
-	if fire != created {
-		f = l.find(fire)
-	}
-	if c == spilledLoc || f == spilledLoc {
-		if l.spilled == nil {
-			l.spilled = make(map[K][2]*time.Location)
+// len returns the number of allocated slots.
+func (sl *slab[K]) len() int { return int(sl.n) }
+
+// grow allocates one more slot and returns it, zeroed.
+func (sl *slab[K]) grow() int32 {
+	i := sl.n
+	switch p := int(i >> slabShift); {
+	case p == len(sl.pages):
+		size := slabPage
+		if p == 0 {
+			size = 8
 		}
-		l.spilled[key] = [2]*time.Location{created, fire}
-		return spilledLoc, spilledLoc
+		sl.pages = append(sl.pages, make([]entry[K], size))
+	case p == 0 && int(i) == len(sl.pages[0]):
+		sl.pages[0] = append(sl.pages[0], make([]entry[K], min(len(sl.pages[0]), slabPage-len(sl.pages[0])))...)
 	}
-	return c, f
-}
-
-func (l *locations[K]) find(loc *time.Location) uint8 {
-	if l.table[l.last] == loc {
-		return l.last
-	}
-	i, ok := l.indices[loc]
-	if !ok {
-		if len(l.table) == spilledLoc {
-			return spilledLoc
-		}
-		i = uint8(len(l.table))
-		l.table = append(l.table, loc)
-		l.indices[loc] = i
-	}
-	l.last = i
+	sl.n++
 	return i
-}
-
-// forget drops what e's indices hold for it, before they change.
-func (l *locations[K]) forget(e *entry[K]) {
-	if e.createdLoc == spilledLoc {
-		delete(l.spilled, e.key)
-		if len(l.spilled) == 0 {
-			l.spilled = nil // a Go map never shrinks
-		}
-	}
-}
-
-func (l *locations[K]) created(e *entry[K]) *time.Location {
-	if e.createdLoc == spilledLoc {
-		return l.spilled[e.key][0]
-	}
-	return l.table[e.createdLoc]
-}
-
-func (l *locations[K]) fire(e *entry[K]) *time.Location {
-	if e.fireLoc == spilledLoc {
-		return l.spilled[e.key][1]
-	}
-	return l.table[e.fireLoc]
 }

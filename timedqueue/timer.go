@@ -8,8 +8,8 @@ import (
 )
 
 // alarm is a queue's one timer, guarded by the queue's mutex. It is re-armed
-// with Stop, a drain and Reset, never Reset alone: a FakeClock does not drain
-// on Reset, and a stale value would make a later Step block.
+// with Stop, a drain and Reset: a FakeClock does not drain on Reset, and a
+// stale value would make a later Step block.
 type alarm struct {
 	timer   clock.Timer
 	c       <-chan time.Time
@@ -17,15 +17,6 @@ type alarm struct {
 	running bool          // the timer goroutine runs; true whenever at != never
 	stop    chan struct{} // closed by Shutdown: the timer goroutine exits
 	idle    chan struct{} // a token: the timer was stopped, the goroutine may exit
-}
-
-func (a *alarm) init(c clock.Clock) {
-	a.timer = c.NewTimer(time.Hour)
-	a.timer.Stop()
-	a.c = a.timer.C()
-	a.at = never
-	a.stop = make(chan struct{})
-	a.idle = make(chan struct{}, 1)
 }
 
 // disarm stops the timer and drains a value it may have sent.
@@ -43,14 +34,12 @@ func (a *alarm) disarm() {
 }
 
 // pumpLocked brings the queue up to date with its clock: it expires timed-out
-// attempts, starts due schedules while slots are free, and arms the timer for
-// the next event. Every method that may change the earliest event calls it
-// before returning, so no change waits for the timer goroutine.
+// attempts, starts due schedules while slots are free, and arms the timer.
+// Every method that may change the earliest event calls it before returning.
 func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
-	// Fast path, no clock read: every slot is busy (a worker that finishes
-	// pumps before it gives its slot up), or the timer is armed for the
-	// earliest schedule, or stopped with none (if that time has passed, the
-	// timer has fired and its goroutine pumps).
+	// No clock read if every slot is busy (a finishing worker pumps), or the
+	// timer is armed for the earliest schedule (if that time has passed, its
+	// goroutine pumps), or stopped with none.
 	if q.timeout <= 0 && !q.down.closed {
 		if n, ok := q.s.head(); q.active >= q.max || ok && n.at == q.alarm.at || !ok && q.alarm.at == never {
 			return
@@ -59,23 +48,46 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 	for tries := 0; ; tries++ {
 		now := momentOf(q.clock.Now())
 		if q.timeout > 0 && !now.before(q.deadlines.min) {
-			q.deadlines.expire(now)
+			for a := range q.deadlines.timed {
+				if !now.before(a.deadline) {
+					a.cancel(context.DeadlineExceeded)
+					q.deadlines.remove(a)
+				}
+			}
 		}
-		q.startDueLocked(now, d)
-		want := q.wakeAtLocked(now)
-		if want == never {
-			// Nothing to wait for: stop the timer and tell its goroutine to
-			// exit, even if the timer was stopped by a previous round.
+		// Start due schedules while slots are free, each on a new worker.
+		for q.active < q.max {
+			a := q.takeDueLocked(now, nil, d)
+			if a == nil {
+				break
+			}
+			q.active++
+			d.running++
+			go q.worker(a)
+		}
+		want := q.deadlines.min
+		// A due head remains only if every slot is busy: a finishing worker takes it.
+		if n, ok := q.s.head(); ok && now.before(n.at) && n.at.before(want) {
+			want = n.at
+		}
+		if q.down.closed || want == never {
+			// Nothing to wait for: stop the timer and tell a running timer
+			// goroutine to exit (a token left over wakes a later one once).
 			q.alarm.disarm()
-			q.idleLocked()
+			if q.alarm.running {
+				select {
+				case q.alarm.idle <- struct{}{}:
+				default:
+				}
+			}
 			return
 		}
 		if want == q.alarm.at {
 			return
 		}
 		q.alarm.disarm()
-		// Count from a fresh reading: starting the due work took time. A
-		// delay too long for a Duration fires early; the pump re-arms.
+		// From a fresh reading (starting work took time); a delay past a
+		// Duration's range fires early, and the pump re-arms.
 		armedAt := momentOf(q.clock.Now())
 		q.alarm.timer.Reset(armedAt.until(want))
 		q.alarm.at = want
@@ -83,11 +95,9 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			q.alarm.running = true
 			go q.timerLoop()
 		}
-		// The timer counts from the clock's time at Reset: if the clock
-		// moved since armedAt (a Step from another goroutine), it fires late
-		// by as much, or, past want, not at all on a FakeClock. So if the
-		// clock moved, go round again, twice at most: a real clock always
-		// moves a little, by the time Reset takes.
+		// The timer counts from the clock's time at Reset: if a Step moved
+		// the clock since armedAt, it fires that much late, or, past want,
+		// never on a FakeClock. So go round again, twice at most.
 		if now2 := momentOf(q.clock.Now()); now2.before(want) && (now2 == armedAt || tries >= 2) {
 			return
 		}
@@ -95,35 +105,9 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 	}
 }
 
-// idleLocked tells a running timer goroutine that the timer is stopped, so
-// that it exits; a token left over wakes a later one once, harmlessly.
-func (q *TimedWorkerQueue[K]) idleLocked() {
-	if !q.alarm.running {
-		return
-	}
-	select {
-	case q.alarm.idle <- struct{}{}:
-	default:
-	}
-}
-
-// wakeAtLocked returns when the timer must fire next, or never.
-func (q *TimedWorkerQueue[K]) wakeAtLocked(now moment) moment {
-	if q.down.closed {
-		return never // running work was cancelled; nothing else will start
-	}
-	want := q.deadlines.min
-	// A due head remains only if every slot is busy: a finishing worker takes it.
-	if n, ok := q.s.head(); ok && now.before(n.at) && n.at.before(want) {
-		want = n.at
-	}
-	return want
-}
-
 // timerLoop is the queue's timer goroutine: it pumps when the timer fires.
-// pumpLocked starts it when it arms the timer and none runs; it exits when the
-// timer is stopped or the queue shut down, decided under q.mu as the start
-// is: the timer is never armed without a goroutine to receive from it.
+// pumpLocked starts it when it arms the timer; it exits, under q.mu, when the
+// timer is stopped or the queue shut down: no armed timer lacks a receiver.
 func (q *TimedWorkerQueue[K]) timerLoop() {
 	for {
 		fired := false
@@ -156,44 +140,16 @@ func (q *TimedWorkerQueue[K]) timerLoop() {
 
 // deadlines are the attempts in flight with a timeout, guarded by q.mu.
 type deadlines[K comparable] struct {
-	timed []*attempt[K]
+	timed map[*attempt[K]]struct{}
 	min   moment // the earliest deadline over timed, or never
-}
-
-func (ds *deadlines[K]) add(a *attempt[K]) {
-	a.tpos = len(ds.timed)
-	ds.timed = append(ds.timed, a)
-	if a.deadline.before(ds.min) {
-		ds.min = a.deadline
-	}
-}
-
-// expire cancels the attempts whose deadline has passed.
-func (ds *deadlines[K]) expire(now moment) {
-	for i := 0; i < len(ds.timed); {
-		if a := ds.timed[i]; !now.before(a.deadline) {
-			a.cancel(context.DeadlineExceeded)
-			ds.remove(a) // moves the last one to i
-			continue
-		}
-		i++
-	}
 }
 
 // remove removes a, if there, and recomputes the earliest deadline.
 func (ds *deadlines[K]) remove(a *attempt[K]) {
-	if a.tpos < 0 {
-		return
-	}
-	last := len(ds.timed) - 1
-	ds.timed[a.tpos] = ds.timed[last]
-	ds.timed[a.tpos].tpos = a.tpos
-	ds.timed[last] = nil
-	ds.timed = ds.timed[:last]
-	a.tpos = -1
+	delete(ds.timed, a)
 	if a.deadline == ds.min {
 		ds.min = never
-		for _, b := range ds.timed {
+		for b := range ds.timed {
 			if b.deadline.before(ds.min) {
 				ds.min = b.deadline
 			}

@@ -31,59 +31,19 @@ type attempt[K comparable] struct {
 	ctx      context.Context         // the work func's ctx: wc, or a timedCtx around it
 	cancel   context.CancelCauseFunc // nil without an attempt timeout
 	deadline moment                  // with an attempt timeout
-	tpos     int                     // index in q.deadlines.timed, -1 if not there
-	ticket   uint64                  // the admit func's turn, 0 if none was set when it began
-	admit    AdmitFunc[K]            // with ticket
-	fireAt   time.Time               // with ticket: the schedule's, for admit
+	admit    AdmitFunc[K]            // nil if none was set when it began
+	turn     <-chan struct{}         // with admit: closed when it may ask admit
+	passTurn chan struct{}           // with admit: closed once it asked
+	fireAt   time.Time               // with admit: the schedule's
 }
 
-// outcome is what the end of an attempt reports once the lock is released.
-type outcome[K comparable] struct {
-	key  K // of the attempt: the worker may reuse the attempt for its next one
-	kind int
-	hook func(TimedWorker[K], error) // to call for outcomeRetry or outcomeFinal, if set
-	w    TimedWorker[K]              // the schedule when it ended
-	err  error
-	wait time.Duration
-}
-
-const (
-	outcomeNone = iota
-	outcomeRetry
-	outcomeFinal
-	outcomeWithdrawnFailed
-	outcomeDeferred     // the work func returned RetryAt
-	outcomeDeferDropped // RetryAt after Shutdown: the schedule is dropped
-)
-
-// startDueLocked starts due schedules, in (NextAttempt, gen) order, while
-// concurrency slots are free, each on a new worker goroutine.
-func (q *TimedWorkerQueue[K]) startDueLocked(now moment, d *delta) {
-	for q.active < q.max {
-		a := q.takeDueLocked(now, nil, d)
-		if a == nil {
-			return
-		}
-		q.active++
-		d.running++
-		go q.worker(a)
-	}
-}
-
-// takeDueLocked begins the earliest schedule if it is due, in attempt a
-// (reused) or a new one, and returns the attempt; or nil.
+// takeDueLocked begins the earliest schedule if due, in a (or new), or returns nil.
 func (q *TimedWorkerQueue[K]) takeDueLocked(now moment, a *attempt[K], d *delta) *attempt[K] {
 	if n, ok := q.s.head(); q.down.closed || !ok || now.before(n.at) {
 		return nil
 	}
 	d.pending--
-	return q.beginLocked(q.s.pop(), now, a, d)
-}
-
-// beginLocked marks slot i, just taken from the heap, running and returns its
-// attempt: a, reused, or a new one if a is nil.
-func (q *TimedWorkerQueue[K]) beginLocked(i int32, now moment, a *attempt[K], d *delta) *attempt[K] {
-	e := q.s.at(i)
+	e := q.s.at(q.s.pop())
 	if e.attempts > 0 {
 		d.backoff-- // it was backing off
 	}
@@ -91,40 +51,36 @@ func (q *TimedWorkerQueue[K]) beginLocked(i int32, now moment, a *attempt[K], d 
 	if a == nil {
 		a = new(attempt[K])
 	}
-	*a = attempt[K]{key: e.key, gen: e.gen, first: e.attempts == 0 && !e.deferred, tpos: -1}
+	*a = attempt[K]{key: e.key, gen: e.gen, first: e.attempts == 0 && !e.deferred}
 	if a.first {
 		a.late = now.secondsSince(e.fire)
 	}
-	if admit := q.hooks.Load().admit; admit != nil {
-		a.ticket, a.admit, a.fireAt = q.turns.take(), admit, q.s.fireAt(e)
+	if q.hooks.admit != nil {
+		a.admit, a.turn, a.passTurn = q.hooks.admit, q.lastTurn, make(chan struct{})
+		a.fireAt, q.lastTurn = q.s.snapshot(e).FireAt, a.passTurn
 	}
-	// Each attempt gets a ctx of its own, even without a timeout: it tells
-	// Shutdown which attempt its caller belongs to (see workCtx).
+	// A ctx of its own, even without a timeout, tells Shutdown its caller.
 	a.wc = &workCtx[K]{Context: q.baseCtx, q: q, running: true}
 	a.ctx = a.wc
-	if q.timeout <= 0 {
-		return a
+	if q.timeout > 0 {
+		a.wc.Context, a.cancel = context.WithCancelCause(q.baseCtx)
+		a.deadline = now.add(q.timeout)
+		a.ctx = &timedCtx[K]{workCtx: a.wc, deadline: a.deadline}
+		if q.deadlines.timed[a] = struct{}{}; a.deadline.before(q.deadlines.min) {
+			q.deadlines.min = a.deadline
+		}
 	}
-	cctx, cancel := context.WithCancelCause(q.baseCtx)
-	a.cancel = cancel
-	a.deadline = now.add(q.timeout)
-	a.wc.Context = cctx
-	a.ctx = &timedCtx[K]{workCtx: a.wc, deadline: a.deadline}
-	q.deadlines.add(a)
 	return a
 }
 
-// worker runs attempts until none is due, then exits. It starts with a. If a
-// work func calls runtime.Goexit, the deferred func settles its attempt and
-// hands the next one to a new goroutine (hookThenRelease does so for a hook).
+// worker runs attempts, from a, until none is due (a nil a: none). If a work
+// func calls runtime.Goexit, the deferred func settles its attempt and hands
+// the next one to a new goroutine (finish does so for a hook).
 func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 	inWork := false
 	defer func() {
-		if !inWork {
-			return
-		}
-		if next := q.finish(a, ErrGoexit); next != nil {
-			go q.worker(next)
+		if inWork {
+			go q.worker(q.finish(a, ErrGoexit))
 		}
 	}()
 	for a != nil {
@@ -135,47 +91,40 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 	}
 }
 
-// finish settles a, reports it, calls a hook if needed and returns the next
-// attempt for this worker.
+// finish settles a, logs it, calls a hook, and returns the worker's next attempt.
 func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
-	var o outcome[K]
-	next, wait := q.settle(a, err, &o)
-	q.report(&o)
-	if wait {
-		return q.hookThenRelease(a, &o)
+	next, log, hook := q.settle(a, err)
+	if log != nil {
+		log()
 	}
-	return next
-}
-
-// hookThenRelease calls the failure or retry hook, then gives the slot up or
-// takes the next due attempt (reusing a), even if the hook calls Goexit.
-func (q *TimedWorkerQueue[K]) hookThenRelease(a *attempt[K], o *outcome[K]) *attempt[K] {
+	if hook == nil {
+		return next
+	}
+	// Call the hook, then release the slot, even if the hook calls Goexit.
 	returned := false
 	defer func() {
 		if !returned {
-			if next := q.release(a); next != nil {
-				go q.worker(next)
-			}
+			go q.worker(q.release(a))
 		}
 	}()
-	q.callHook(o)
+	q.callHook(a.key, hook)
 	returned = true
 	return q.release(a)
 }
 
 // run calls the work func for a, recovering a panic into a *PanicError.
 func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
+	if a.cancel != nil {
+		defer a.cancel(context.Canceled)
+	}
 	admitted, retryAt := true, time.Time{}
-	if a.ticket != 0 {
+	if a.admit != nil {
 		retryAt, admitted = q.admitted(a)
 	}
 	if a.first {
 		q.m.lateness.Observe(a.late)
 	}
 	if !admitted {
-		if a.cancel != nil {
-			a.cancel(context.Canceled)
-		}
 		return RetryAt(retryAt, errNotAdmitted)
 	}
 	var start time.Time
@@ -191,32 +140,27 @@ func (q *TimedWorkerQueue[K]) run(a *attempt[K]) (err error) {
 		if q.m.timeWork {
 			q.m.workDuration.Observe(q.clock.Since(start).Seconds())
 		}
-		if a.cancel != nil {
-			a.cancel(context.Canceled)
-		}
 	}()
 	return q.work(a.ctx, a.key)
 }
 
-// settle records the end of attempt a with error err. It returns the next
-// attempt this worker should run, unless o needs a hook (wait is true): then
-// the worker keeps its slot until it has called the hook and
-// [TimedWorkerQueue.release].
-func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (next *attempt[K], wait bool) {
+// settle records the end of attempt a and returns what to log, and the next
+// attempt; or, with a hook to call, keeps the slot for release to free.
+func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error) (next *attempt[K], log, hook func()) {
 	var d delta
-	o.key = a.key
-	h := q.hooks.Load()
-	// Read outside the lock, to keep the critical section short: a reading
-	// a little early is still a valid now (the pump that follows the
-	// slot's release sees a step made meanwhile).
+	key := a.key // a may be reused before log runs
+	// Read outside the lock: a reading a little early is still a valid now
+	// (the pump at the slot's release sees a step made meanwhile).
 	now := momentOf(q.clock.Now())
 	q.mu.Lock()
 	q.deadlines.remove(a)
-	q.returnedLocked(a.wc)
+	if a.wc.running = false; a.wc.shutdowns > 0 {
+		q.down.inside-- // see shutdownCallLocked
+		q.notifyLocked()
+	}
 	s := &q.s
-	// Found by key (slots move when the store shrinks); the entry is this
-	// attempt's if it is running with the attempt's gen.
-	i, pos, _ := s.index.find(&s.slab, a.key)
+	// Found by key (slots move when the store shrinks); ours if it has our gen.
+	i, pos, _ := s.index.find(&s.slab, key)
 	var e *entry[K]
 	if i >= 0 {
 		e = s.at(i)
@@ -226,23 +170,21 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 	case e == nil || e.state != stateRunning || e.gen != a.gen:
 		// Withdrawn while it ran: a newer schedule of the key is left alone,
 		// but released if it waited for this attempt.
-		delete(q.withdrawn, a.key)
+		delete(q.withdrawn, key)
 		if e != nil && e.state == stateBlocked {
 			s.push(i)
 		}
 		if err != nil && ra == nil {
-			o.kind, o.err = outcomeWithdrawnFailed, err
+			log = func() { q.log.V(2).Info("Withdrawn work failed; not retried", "key", key, "err", err) }
 		}
 	case err == nil:
 		s.remove(i, pos)
+	case ra != nil && q.down.closed:
+		s.remove(i, pos)
+		d.drops++
+		log = func() { q.log.V(2).Info("Deferred work dropped at shutdown", "key", key) }
 	case ra != nil:
 		// Not a failure: no attempt is counted and no hook is called.
-		if q.down.closed {
-			s.remove(i, pos)
-			d.drops++
-			o.kind, o.err = outcomeDeferDropped, err
-			break
-		}
 		e.deferred = true
 		e.next = momentOf(ra.at)
 		if e.next.before(now) {
@@ -253,45 +195,48 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error, o *outcome[K]) (n
 		if e.attempts > 0 {
 			d.backoff++
 		}
-		o.kind, o.err = outcomeDeferred, err
+		log = func() { q.log.V(4).Info("Work deferred", "key", key, "until", ra.at, "reason", ra.reason) }
 	default:
 		e.attempts++
-		if !q.down.closed && !IsPermanent(err) && int(e.attempts) < q.retry.MaxAttempts {
-			o.kind, o.err = outcomeRetry, err
-			o.wait = q.retry.backoff(int(e.attempts))
-			e.next = now.add(o.wait)
+		attempts := int(e.attempts)
+		if !q.down.closed && !IsPermanent(err) && attempts < q.retry.MaxAttempts {
+			wait := q.retry.backoff(attempts)
+			e.next = now.add(wait)
 			s.push(i)
 			d.pending++
 			d.retries++
 			d.backoff++
-			if o.hook = h.retry; o.hook != nil {
-				o.w = q.snapshotLocked(e)
-			} else {
-				o.w.Attempts = int(e.attempts) // for the log
+			if f := q.hooks.retry; f != nil {
+				w := q.s.snapshot(e)
+				hook = func() { f(w, err) }
+			}
+			log = func() {
+				q.log.V(4).Info("Work failed; will retry", "key", key, "attempts", attempts, "backoff", wait, "err", err)
 			}
 		} else {
-			o.kind, o.err, o.hook = outcomeFinal, err, h.failure
-			o.w = q.snapshotLocked(e)
-			o.w.Running = false
+			if f := q.hooks.failure; f != nil {
+				w := q.s.snapshot(e)
+				w.Running = false
+				hook = func() { f(w, err) }
+			}
 			s.remove(i, pos)
 			d.failures++
+			log = func() {
+				q.log.Error(err, "Work failed; giving up", "key", key, "attempts", attempts, "permanent", IsPermanent(err))
+			}
 		}
 	}
 	s.shrink() // no slot number is used below
-	if o.hook != nil {
+	if hook != nil {
 		q.down.hooking++
 		q.notifyLocked() // Shutdown does not wait for a worker in a hook
-		if o.kind == outcomeRetry {
-			q.pumpLocked(&d) // arm the timer for the retry before the hook runs
-		}
-		q.mu.Unlock()
-		q.m.apply(d)
-		return nil, true
+		q.pumpLocked(&d) // arm the timer for a retry before the hook runs
+	} else {
+		next = q.nextLocked(&d, now, a)
 	}
-	next = q.nextLocked(&d, now, a)
 	q.mu.Unlock()
 	q.m.apply(d)
-	return next, false
+	return next, log, hook
 }
 
 // release is settle's second half when a hook had to be called first.
@@ -305,8 +250,7 @@ func (q *TimedWorkerQueue[K]) release(a *attempt[K]) *attempt[K] {
 	return next
 }
 
-// nextLocked returns the next due attempt for a worker that has just finished
-// one, keeping its slot; or gives the slot up and returns nil.
+// nextLocked returns a finished worker's next due attempt, or frees its slot.
 func (q *TimedWorkerQueue[K]) nextLocked(d *delta, now moment, a *attempt[K]) *attempt[K] {
 	if a = q.takeDueLocked(now, a, d); a == nil {
 		q.active--
@@ -317,28 +261,12 @@ func (q *TimedWorkerQueue[K]) nextLocked(d *delta, now moment, a *attempt[K]) *a
 	return a
 }
 
-// report logs the outcome of an attempt.
-func (q *TimedWorkerQueue[K]) report(o *outcome[K]) {
-	switch o.kind {
-	case outcomeRetry:
-		q.log.V(4).Info("Work failed; will retry", "key", o.key, "attempts", o.w.Attempts, "backoff", o.wait, "err", o.err)
-	case outcomeFinal:
-		q.log.Error(o.err, "Work failed; giving up", "key", o.key, "attempts", o.w.Attempts, "permanent", IsPermanent(o.err))
-	case outcomeWithdrawnFailed:
-		q.log.V(2).Info("Withdrawn work failed; not retried", "key", o.key, "err", o.err)
-	case outcomeDeferred:
-		q.log.V(4).Info("Work deferred", "key", o.key, "until", retryAtOf(o.err).at, "reason", errors.Unwrap(retryAtOf(o.err)))
-	case outcomeDeferDropped:
-		q.log.V(2).Info("Deferred work dropped at shutdown", "key", o.key)
-	}
-}
-
-// callHook calls the failure or retry hook for o, recovering a panic.
-func (q *TimedWorkerQueue[K]) callHook(o *outcome[K]) {
+// callHook calls hook, recovering a panic.
+func (q *TimedWorkerQueue[K]) callHook(key K, hook func()) {
 	defer func() {
 		if r := recover(); r != nil {
-			q.log.Error(fmt.Errorf("%v", r), "Hook panicked", "key", o.w.Key, "stack", string(debug.Stack()))
+			q.log.Error(fmt.Errorf("%v", r), "Hook panicked", "key", key, "stack", string(debug.Stack()))
 		}
 	}()
-	o.hook(o.w, o.err)
+	hook()
 }
