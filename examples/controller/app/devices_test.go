@@ -202,3 +202,47 @@ func TestRunDeviceRuleGuardGrowth(t *testing.T) {
 		assert.False(t, podExists(t, client, "p1"), "released: p1's overdue countdown did not end")
 	})
 }
+
+// A terminating pod counts toward a rule's guard until it is gone: it
+// still holds its device (its claim stays reserved for it), and the
+// evictions a rule starts must not make room for more. A held rule stays
+// held while one of its pods terminates, and is released once it has left.
+func TestRunDeviceRuleGuardCountsTerminatingPods(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		objs := []runtime.Object{gpuSlice(3)}
+		for i, name := range []string{"p0", "p1", "p2"} {
+			pod, claim := gpuPod(name, i, t0, nil)
+			objs = append(objs, pod, claim)
+		}
+		client := newFakeAPI(objs...)
+		startDevices(t, client, 2)
+		ctx := context.Background()
+		_, err := client.ResourceV1().DeviceTaintRules().Create(ctx, brokenRule("everything", resourcev1.DeviceTaintSelector{}, t0), metav1.CreateOptions{})
+		require.NoError(t, err)
+		synctest.Wait()
+		require.Equal(t, "TooManyPods", ruleCondition(t, client, "everything").Reason)
+
+		// p2 terminating: its containers stopping, its claim still reserved.
+		p2, err := client.CoreV1().Pods("default").Get(ctx, "p2", metav1.GetOptions{})
+		require.NoError(t, err)
+		p2.DeletionTimestamp = ptr.To(metav1.NewTime(time.Now()))
+		_, err = client.CoreV1().Pods("default").Update(ctx, p2, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		synctest.Wait()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		for _, name := range []string{"p0", "p1"} {
+			assert.True(t, podExists(t, client, name), "%s evicted while the rule's third pod terminates", name)
+		}
+		cond := ruleCondition(t, client, "everything")
+		assert.Equal(t, "TooManyPods", cond.Reason)
+		assert.Contains(t, cond.Message, "3 pods would be evicted")
+
+		// Gone: 2 pods, within the limit.
+		require.NoError(t, client.CoreV1().Pods("default").Delete(ctx, "p2", metav1.DeleteOptions{}))
+		synctest.Wait()
+		assert.False(t, podExists(t, client, "p0"), "released: p0 not evicted")
+		assert.False(t, podExists(t, client, "p1"), "released: p1 not evicted")
+	})
+}
