@@ -2,9 +2,11 @@ package binary_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +26,7 @@ import (
 // device taints.
 func TestLeaderKilledDuringDeviceCountdown(t *testing.T) {
 	const driver = "gpu.example.com"
+	var taint string // as the oracle names the rule's taint on the device
 	rep := killLeaderDuringCountdown(t, "handover-device", []string{"--device-taints"}, func(e *env, ns string) (*corev1.Pod, time.Time) {
 		applyDeviceRBAC(t, e)
 		node, err := testenv.CreateNode(e.ctx, e.c, ns+"-node")
@@ -44,10 +47,11 @@ func TestLeaderKilledDuringDeviceCountdown(t *testing.T) {
 			testenv.NoExecuteDeviceTaint("example.com/broken", "true"))
 		require.NoError(t, err)
 		deleteAtEnd(t, "DeviceTaintRule", rule.Name, e.c.ResourceV1().DeviceTaintRules().Delete)
+		taint = fmt.Sprintf("device %s/%s/gpu-0 example.com/broken:NoExecute (rule %s)", driver, pool, rule.Name)
 		return p.Pod, latest(rule.Spec.Taint.TimeAdded.Time, p.Pod)
 	})
 	if len(rep.Evictions) == 1 {
-		require.Contains(t, rep.Evictions[0].Taint, "(rule handover-device-", "the oracle's taint that made the pod due")
+		assert.Equal(t, taint, rep.Evictions[0].Taint, "the oracle's taint that made the pod due")
 	}
 }
 
