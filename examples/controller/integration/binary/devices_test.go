@@ -27,8 +27,7 @@ import (
 func TestLeaderKilledDuringDeviceCountdown(t *testing.T) {
 	const driver = "gpu.example.com"
 	var taint string // as the oracle names the rule's taint on the device
-	rep := killLeaderDuringCountdown(t, "handover-device", []string{"--device-taints"}, func(e *env, ns string) (*corev1.Pod, time.Time) {
-		applyDeviceRBAC(t, e)
+	rep := killLeaderDuringCountdown(t, "handover-device", []string{"--device-taints"}, func(e *env) { applyDeviceRBAC(t, e) }, func(e *env, ns string) (*corev1.Pod, time.Time) {
 		node, err := testenv.CreateNode(e.ctx, e.c, ns+"-node")
 		require.NoError(t, err)
 		deleteAtEnd(t, "Node", node.Name, e.c.CoreV1().Nodes().Delete)

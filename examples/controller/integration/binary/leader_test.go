@@ -29,7 +29,7 @@ var leaderRuns atomic.Int64
 // deadline, which it computes from the taint's TimeAdded and the pod's
 // PodScheduled time, not 10 s after it took over.
 func TestLeaderKilledDuringCountdown(t *testing.T) {
-	killLeaderDuringCountdown(t, "handover", nil, func(e *env, ns string) (*corev1.Pod, time.Time) {
+	killLeaderDuringCountdown(t, "handover", nil, nil, func(e *env, ns string) (*corev1.Pod, time.Time) {
 		taint := testenv.NoExecuteTaint("example.com/handover", "true")
 		node, err := testenv.CreateNode(e.ctx, e.c, ns+"-node", taint)
 		require.NoError(t, err)
@@ -59,12 +59,13 @@ func latest(added time.Time, pod *corev1.Pod) time.Time {
 }
 
 // killLeaderDuringCountdown runs two replicas with leaderFlags and flags
-// in a namespace of its own (prefix and a number), has countdown make a
+// in a namespace of its own (prefix and a number), once prepare (if not
+// nil) has done what they need before they start, has countdown make a
 // pod whose countdown of killedToleration starts at the time it returns,
 // kills the leader 4 s into it, and checks that the other replica takes
 // over and deletes the pod at the original deadline (never early, at most
 // 2 s late), as the oracle judges too. It returns the oracle's report.
-func killLeaderDuringCountdown(t *testing.T, prefix string, flags []string, countdown func(e *env, ns string) (*corev1.Pod, time.Time)) *oracle.Report {
+func killLeaderDuringCountdown(t *testing.T, prefix string, flags []string, prepare func(*env), countdown func(e *env, ns string) (*corev1.Pod, time.Time)) *oracle.Report {
 	const (
 		killAfter = 4 * time.Second // into the countdown
 		// The deletion is observed through a watch: late by the watch's
@@ -80,6 +81,9 @@ func killLeaderDuringCountdown(t *testing.T, prefix string, flags []string, coun
 	ns := fmt.Sprintf("%s-%d", prefix, leaderRuns.Add(1))
 	e := setup(t, ns, 2*time.Minute, nil)
 	ctx, c := e.ctx, e.c
+	if prepare != nil {
+		prepare(e)
+	}
 
 	args := append(append(slices.Clone(leaderFlags), "-v=2"), flags...)
 	a := startController(t, e, "replica-a", args...)
