@@ -33,16 +33,18 @@ func deviceTaintCalls() []clienttesting.Action {
 		clienttesting.NewPatchAction(events, metav1.NamespaceDefault, "rule.1", types.StrategicMergePatchType, []byte(`{}`)))
 }
 
-// The component device-taints, with each way of evicting: it adds
-// --device-taints to the Deployment and grants every call the feature
+// The component device-taints, alone and with each way of evicting: it
+// adds --device-taints to the Deployment and grants every call the feature
 // adds, and nothing else; without it nothing of resource.k8s.io is granted.
 func TestDeployDeviceTaintsComponent(t *testing.T) {
 	for _, c := range combinations {
-		if c.component == "device-taints" {
-			continue // the component itself, with no way of evicting added
-		}
 		t.Run(c.name, func(t *testing.T) {
-			without := build(t, c.component)
+			// The combination's other component, if any.
+			other := c.component
+			if other == "device-taints" {
+				other = ""
+			}
+			without := build(t, other)
 			base := grants(without)
 			for _, g := range base {
 				assert.NotContains(t, g.rule.APIGroups, resourcev1.GroupName, "granted without the component: %+v", g)
@@ -51,7 +53,7 @@ func TestDeployDeviceTaintsComponent(t *testing.T) {
 			baseArgs := without.deployments[0].Spec.Template.Spec.Containers[0].Args
 			assert.NotContains(t, baseArgs, "--device-taints")
 
-			with := build(t, c.component, "device-taints")
+			with := build(t, other, "device-taints")
 			require.Len(t, with.deployments, 1)
 			assert.Equal(t, append(slices.Clone(baseArgs), "--device-taints"), with.deployments[0].Spec.Template.Spec.Containers[0].Args)
 			g := grants(with)

@@ -17,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -43,8 +44,8 @@ type manifests struct {
 }
 
 // combinations are what an operator may deploy: deploy/ alone, or with one
-// of its components (each for a way of evicting), as kubectl apply -k
-// builds them.
+// of its components (each for a way of evicting, or for device taints), as
+// kubectl apply -k builds them.
 var combinations = []struct {
 	name      string
 	component string // under deploy/components; "" for none
@@ -52,6 +53,7 @@ var combinations = []struct {
 	{"deploy", ""},
 	{"deploy+eviction-api", "eviction-api"},
 	{"deploy+eviction-api-with-fallback", "eviction-api-with-fallback"},
+	{"deploy+device-taints", "device-taints"},
 }
 
 // build builds deploy/, with components (directories under
@@ -214,6 +216,7 @@ func TestDeployComponents(t *testing.T) {
 			m := build(t, c.component)
 			require.Len(t, m.deployments, 1)
 			o := options(t, m.deployments[0])
+			assert.Equal(t, c.component == "device-taints", o.DeviceTaints, "--device-taints")
 			switch c.component {
 			case "":
 				assert.False(t, o.UseEvictionAPI)
@@ -223,6 +226,9 @@ func TestDeployComponents(t *testing.T) {
 			case "eviction-api-with-fallback":
 				assert.True(t, o.UseEvictionAPI)
 				assert.Equal(t, 10*time.Minute, o.EvictionFallbackAfter)
+			case "device-taints":
+				assert.False(t, o.UseEvictionAPI)
+				assert.Equal(t, app.DefaultDeviceTaintRuleMaxPods, o.DeviceTaintRuleMaxPods)
 			}
 		})
 	}
@@ -292,16 +298,23 @@ func allowedBy(g []grant, a clienttesting.Action) int {
 // through a scenario that makes it use every call it can make with o:
 // start-up and the lease, evictions (one refused by a budget, so that a
 // fallback deletes it with --use-eviction-api), cancellations, repeated
-// events, shutdown. It returns the controller's calls (not the test's).
+// events, a DeviceTaintRule whose taint evicts a pod through its claim
+// (its status written, with --device-taints), shutdown. It returns the
+// controller's calls (not the test's).
 func controllerActions(t *testing.T, o app.Options) []clienttesting.Action {
 	var actions []clienttesting.Action
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()
 		node := taintedNode("node-1", t0)
+		// gpu tolerates the node's taint for ever: the rule's taint on its
+		// device evicts it.
+		gpu, claim := gpuPod("gpu", 0, t0, nil)
+		gpu.Spec.Tolerations = boundPod("", "", "", t0, ptr.To(time.Duration(-1))).Spec.Tolerations
 		client := newFakeAPI(node,
 			boundPod("web", "uid-web", "node-1", t0, nil),
 			boundPod("api", "uid-api", "node-1", t0, nil),
-			boundPod("db", "uid-db", "node-1", t0, ptr.To(time.Hour)))
+			boundPod("db", "uid-db", "node-1", t0, ptr.To(time.Hour)),
+			gpuSlice(1), gpu, claim, brokenRule("broken", resourcev1.DeviceTaintSelector{Pool: ptr.To("pool")}, t0))
 		kubetest.RefuseEvictions(client, func(_, name string) bool { return name == "api" })
 		r := start(t, client, o)
 		synctest.Wait()
@@ -327,6 +340,8 @@ func controllerActions(t *testing.T, o app.Options) []clienttesting.Action {
 			_, err := client.Tracker().Get(podsResource, "default", "api") // not an action
 			require.True(t, apierrors.IsNotFound(err), "not deleted by the fallback: %v", err)
 		}
+		_, err := client.Tracker().Get(podsResource, "default", "gpu") // not an action
+		require.Equal(t, o.DeviceTaints, apierrors.IsNotFound(err), "gpu evicted for its device's taint: %v", err)
 		require.NoError(t, r.stop()) // releases the lease
 		for i, a := range client.Actions() {
 			if !mine[i] {
@@ -372,6 +387,7 @@ func TestDeployRBACIsSufficientAndMinimal(t *testing.T) {
 			o := leaderOptions("replica-a")
 			o.UseEvictionAPI, o.EvictionFallbackAfter, o.DryRun = deployed.UseEvictionAPI, deployed.EvictionFallbackAfter, deployed.DryRun
 			o.EvictionRate, o.EvictionBurst, o.EvictionRatePerNamespace = deployed.EvictionRate, deployed.EvictionBurst, deployed.EvictionRatePerNamespace
+			o.DeviceTaints, o.DeviceTaintRuleMaxPods = deployed.DeviceTaints, deployed.DeviceTaintRuleMaxPods
 			actions := controllerActions(t, o)
 			if deployed.MetricsSecure && deployed.MetricsBindAddress != "0" {
 				actions = append(actions, metricsAuthCalls()...)

@@ -180,8 +180,8 @@ func (x *devices) claimChanged(old, claim *resourcev1.ResourceClaim) {
 }
 
 // podChanged checks the guard of the rules that select the devices of a
-// pod added, bound, terminating or deleted: a rule's count of pods to evict
-// counts the bound pods that exist and are not terminating.
+// pod added, bound, terminating or deleted: a rule's guard counts the bound
+// pods until they are gone, its status's pending pods those not terminating.
 func (x *devices) podChanged(old, pod *v1.Pod) {
 	if old != nil && pod != nil && old.UID == pod.UID && old.Spec.NodeName == pod.Spec.NodeName &&
 		(old.DeletionTimestamp == nil) == (pod.DeletionTimestamp == nil) {
@@ -314,10 +314,16 @@ func (x *devices) guardLocked(rule *resourcev1.DeviceTaintRule) bool {
 
 // ruleCount is what a DeviceTaintRule's taint selects and would evict.
 type ruleCount struct {
-	// pods is how many pods that exist and are not terminating the rule's
-	// taint would evict as a NoExecute taint (now or later: those that do
-	// not tolerate it forever), in namespaces namespaces.
+	// pods is how many bound pods the rule's taint would evict as a
+	// NoExecute taint (now or later: those that do not tolerate it
+	// forever), in namespaces namespaces: what the guard compares with the
+	// limit. A terminating pod counts until it is gone: it still holds its
+	// device, and the evictions a rule starts must not make room for more.
 	pods, namespaces int
+	// pending and pendingNamespaces are those of pods that are not
+	// terminating: the pods that still need to be evicted, as upstream's
+	// status counts them.
+	pending, pendingNamespaces int
 	// allocated is how many allocated devices the rule selects.
 	allocated int
 }
@@ -341,8 +347,8 @@ func (x *devices) count(rule *resourcev1.DeviceTaintRule, now time.Time) ruleCou
 		}
 	}
 	x.mu.Unlock()
-	pods := make(map[types.UID]struct{})
-	namespaces := make(map[string]struct{})
+	pods, pending := make(map[types.UID]struct{}), make(map[types.UID]struct{})
+	namespaces, pendingNamespaces := make(map[string]struct{}), make(map[string]struct{})
 	for k := range claims {
 		claim, err := x.claimLister.ResourceClaims(k.Namespace).Get(k.Name)
 		if err != nil || claim.Status.Allocation == nil {
@@ -356,7 +362,7 @@ func (x *devices) count(rule *resourcev1.DeviceTaintRule, now time.Time) ruleCou
 				continue
 			}
 			pod, err := x.getPod(claim.Namespace, r.Name)
-			if err != nil || pod.UID != r.UID || pod.DeletionTimestamp != nil || pod.Spec.NodeName == "" {
+			if err != nil || pod.UID != r.UID || pod.Spec.NodeName == "" {
 				continue
 			}
 			for _, res := range claim.Status.Allocation.Devices.Results {
@@ -369,12 +375,17 @@ func (x *devices) count(rule *resourcev1.DeviceTaintRule, now time.Time) ruleCou
 				if tolerations.DecideDevices([]tolerations.Device{dev}, time.Time{}, now).Action != tolerations.Never {
 					pods[pod.UID] = struct{}{}
 					namespaces[pod.Namespace] = struct{}{}
+					if pod.DeletionTimestamp == nil {
+						pending[pod.UID] = struct{}{}
+						pendingNamespaces[pod.Namespace] = struct{}{}
+					}
 					break
 				}
 			}
 		}
 	}
 	n.pods, n.namespaces = len(pods), len(namespaces)
+	n.pending, n.pendingNamespaces = len(pending), len(pendingNamespaces)
 	return n
 }
 

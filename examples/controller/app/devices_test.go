@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 )
 
@@ -121,19 +122,8 @@ func TestRunDeviceTaintDeadlineSurvivesTakeover(t *testing.T) {
 // they go at once, the third stays.
 func TestRunDeviceRuleGuard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		t0 := time.Now()
-		var objs []runtime.Object
-		objs = append(objs, gpuSlice(3))
-		for i, name := range []string{"p0", "p1", "p2"} {
-			pod, claim := gpuPod(name, i, t0, nil)
-			objs = append(objs, pod, claim)
-		}
-		client := newFakeAPI(objs...)
-		startDevices(t, client, 2)
+		client, rule := startHeldRule(t)
 		ctx := context.Background()
-		rule, err := client.ResourceV1().DeviceTaintRules().Create(ctx, brokenRule("everything", resourcev1.DeviceTaintSelector{}, t0), metav1.CreateOptions{})
-		require.NoError(t, err)
-		synctest.Wait()
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		for _, name := range []string{"p0", "p1", "p2"} {
@@ -146,7 +136,7 @@ func TestRunDeviceRuleGuard(t *testing.T) {
 
 		// Narrowed to gpu-0 (the fake server does not count generations:
 		// the test does, as the API server would).
-		rule, err = client.ResourceV1().DeviceTaintRules().Get(ctx, rule.Name, metav1.GetOptions{})
+		rule, err := client.ResourceV1().DeviceTaintRules().Get(ctx, rule.Name, metav1.GetOptions{})
 		require.NoError(t, err)
 		rule.Spec.DeviceSelector = &resourcev1.DeviceTaintSelector{Driver: ptr.To(gpuDriver), Pool: ptr.To("pool"), Device: ptr.To("gpu-0")}
 		rule.Generation++
@@ -163,6 +153,25 @@ func TestRunDeviceRuleGuard(t *testing.T) {
 		assert.Equal(t, "1 pod evicted since starting the controller.", cond.Message)
 		assert.Equal(t, int64(2), cond.ObservedGeneration)
 	})
+}
+
+// startHeldRule runs the controller with a limit of 2 on pods p0, p1 and
+// p2, each on a device of its own that it does not tolerate, and creates
+// the rule "everything" (an empty selector): over the limit. It returns
+// the fake API server and the rule as created, in the bubble.
+func startHeldRule(t *testing.T) (*fake.Clientset, *resourcev1.DeviceTaintRule) {
+	t0 := time.Now()
+	objs := []runtime.Object{gpuSlice(3)}
+	for i, name := range []string{"p0", "p1", "p2"} {
+		pod, claim := gpuPod(name, i, t0, nil)
+		objs = append(objs, pod, claim)
+	}
+	client := newFakeAPI(objs...)
+	startDevices(t, client, 2)
+	rule, err := client.ResourceV1().DeviceTaintRules().Create(context.Background(), brokenRule("everything", resourcev1.DeviceTaintSelector{}, t0), metav1.CreateOptions{})
+	require.NoError(t, err)
+	synctest.Wait()
+	return client, rule
 }
 
 // ruleStatusPeriod is the controller's shortest time between two writes of
@@ -200,5 +209,39 @@ func TestRunDeviceRuleGuardGrowth(t *testing.T) {
 		synctest.Wait()
 		assert.False(t, podExists(t, client, "p0"), "released: p0's overdue countdown did not end")
 		assert.False(t, podExists(t, client, "p1"), "released: p1's overdue countdown did not end")
+	})
+}
+
+// A terminating pod counts toward a rule's guard until it is gone: it
+// still holds its device (its claim stays reserved for it), and the
+// evictions a rule starts must not make room for more. A held rule stays
+// held while one of its pods terminates, and is released once it has left.
+func TestRunDeviceRuleGuardCountsTerminatingPods(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client, _ := startHeldRule(t)
+		ctx := context.Background()
+		require.Equal(t, "TooManyPods", ruleCondition(t, client, "everything").Reason)
+
+		// p2 terminating: its containers stopping, its claim still reserved.
+		p2, err := client.CoreV1().Pods("default").Get(ctx, "p2", metav1.GetOptions{})
+		require.NoError(t, err)
+		p2.DeletionTimestamp = ptr.To(metav1.NewTime(time.Now()))
+		_, err = client.CoreV1().Pods("default").Update(ctx, p2, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		synctest.Wait()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		for _, name := range []string{"p0", "p1"} {
+			assert.True(t, podExists(t, client, name), "%s evicted while the rule's third pod terminates", name)
+		}
+		cond := ruleCondition(t, client, "everything")
+		assert.Equal(t, "TooManyPods", cond.Reason)
+		assert.Contains(t, cond.Message, "3 pods would be evicted")
+
+		// Gone: 2 pods, within the limit.
+		require.NoError(t, client.CoreV1().Pods("default").Delete(ctx, "p2", metav1.DeleteOptions{}))
+		synctest.Wait()
+		assert.False(t, podExists(t, client, "p0"), "released: p0 not evicted")
+		assert.False(t, podExists(t, client, "p1"), "released: p1 not evicted")
 	})
 }

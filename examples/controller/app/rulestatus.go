@@ -153,13 +153,13 @@ func (s *ruleStatus) condition(rule *resourcev1.DeviceTaintRule, now time.Time) 
 			c.Reason = reasonTooManyPods
 			msg = append(msg, fmt.Sprintf("%s would be evicted in %s, more than the limit of %d (--device-taint-rule-max-pods): no eviction started. Narrow the rule's selector or raise the limit.",
 				count(n.pods, "pod"), count(n.namespaces, "namespace"), s.x.maxPods))
-		case n.pods > 0:
+		case n.pending > 0:
 			c.Status, c.Reason = metav1.ConditionTrue, reasonPodsPendingEviction
 			verb := "need"
-			if n.pods == 1 {
+			if n.pending == 1 {
 				verb = "needs"
 			}
-			msg = append(msg, fmt.Sprintf("%s %s to be evicted in %s.", count(n.pods, "pod"), verb, count(n.namespaces, "namespace")))
+			msg = append(msg, fmt.Sprintf("%s %s to be evicted in %s.", count(n.pending, "pod"), verb, count(n.pendingNamespaces, "namespace")))
 		case s.x.evictedBy(rule.UID) > 0:
 			c.Reason = reasonCompleted
 		default:
@@ -170,7 +170,7 @@ func (s *ruleStatus) condition(rule *resourcev1.DeviceTaintRule, now time.Time) 
 		c.Reason = reasonNoEffect
 		msg = append(msg, fmt.Sprintf("%s selected. %s selected. %s would be evicted in %s if the effect was NoExecute.",
 			count(s.x.published(rule), "published device"), count(n.allocated, "allocated device"),
-			count(n.pods, "pod"), count(n.namespaces, "namespace")))
+			count(n.pending, "pod"), count(n.pendingNamespaces, "namespace")))
 	default:
 		c.Reason = reasonOtherEffect
 		msg = append(msg, "Eviction only happens for the NoExecute effect.")

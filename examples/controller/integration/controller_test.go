@@ -63,10 +63,12 @@ var rbacOnce struct {
 func applyRBAC(ctx context.Context, env *testenv.Env) error {
 	rbacOnce.Do(func() {
 		// The base RBAC, the Eviction API's (of the eviction-api
-		// components: these tests use both ways of evicting) and the
-		// metrics server's readers.
+		// components: these tests use both ways of evicting), the device
+		// taints' (of the device-taints component: the device tests run
+		// --device-taints) and the metrics server's readers.
 		if _, err := env.ApplyManifests(ctx, "../deploy/serviceaccount.yaml", "../deploy/rbac.yaml",
-			"../deploy/components/eviction-api-permission/rbac.yaml", "../deploy/readers.yaml"); err != nil {
+			"../deploy/components/eviction-api-permission/rbac.yaml", "../deploy/components/device-taints/rbac.yaml",
+			"../deploy/readers.yaml"); err != nil {
 			rbacOnce.err = err
 			return
 		}
@@ -82,6 +84,10 @@ func applyRBAC(ctx context.Context, env *testenv.Env) error {
 			{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: saNamespace, Name: saName},
 			{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"},
 			{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"},
+			{Verb: "watch", Group: "resource.k8s.io", Resource: "resourceslices"},
+			{Verb: "watch", Group: "resource.k8s.io", Resource: "resourceclaims"},
+			{Verb: "watch", Group: "resource.k8s.io", Resource: "devicetaintrules"},
+			{Verb: "patch", Group: "resource.k8s.io", Resource: "devicetaintrules", Subresource: "status"},
 		} {
 			if err := testenv.WaitForAccess(ctx, cfg, attrs); err != nil {
 				rbacOnce.err = err
@@ -101,6 +107,9 @@ type harness struct {
 	ctx    context.Context
 	ns     string
 	oracle *oracle.Oracle // checks the controller's writes at the test's end
+
+	verifyOnce sync.Once
+	report     *oracle.Report
 }
 
 // setup creates namespace ns and starts a PodFinaliser (the kubelet
@@ -127,11 +136,11 @@ func setupNamespace(t *testing.T, ns string, withOracle bool) *harness {
 	f, err := testenv.StartPodFinaliser(ctx, c, ns)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, f.Stop(), "the kubelet stand-in failed to finish a deletion") })
-	var o *oracle.Oracle
+	h := &harness{t: t, env: env, c: c, ctx: ctx, ns: ns}
 	if withOracle {
-		o, err = oracle.Start(ctx, oracle.Options{Client: c, AuditLog: env.AuditLogPath(), Namespace: ns})
+		h.oracle, err = oracle.Start(ctx, oracle.Options{Client: c, AuditLog: env.AuditLogPath(), Namespace: ns})
 		require.NoError(t, err)
-		t.Cleanup(func() { o.Verify(t) }) // after the controller stopped (cleanups run last first)
+		t.Cleanup(func() { h.verify() }) // after the controller stopped (cleanups run last first)
 	}
 	t.Cleanup(func() {
 		// The test's ctx may be over; cleaning up gets its own.
@@ -141,7 +150,15 @@ func setupNamespace(t *testing.T, ns string, withOracle bool) *harness {
 		assert.NoError(t, c.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}))
 		assert.NoError(t, c.CoreV1().Nodes().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "test-namespace=" + ns}))
 	})
-	return &harness{t: t, env: env, c: c, ctx: ctx, ns: ns, oracle: o}
+	return h
+}
+
+// verify has the oracle check the controller's writes, once (the test's
+// end does it if the test has not), and returns its report. A test that
+// reads the report stops its controllers first.
+func (h *harness) verify() *oracle.Report {
+	h.verifyOnce.Do(func() { h.report = h.oracle.Verify(h.t) })
+	return h.report
 }
 
 // node creates a node named after the test's namespace and suffix, labelled

@@ -3,17 +3,15 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,17 +20,18 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/controller/internal/oracle"
 	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
 )
 
 // The world of the device taint tests: no scheduler and no DRA driver run,
-// so the tests publish ResourceSlices, allocate ResourceClaims (one status
-// update writes the allocation and reservedFor together) and create pods
-// with spec.nodeName, as those would.
+// so the tests publish ResourceSlices, allocate ResourceClaims and create
+// pods bound to their nodes with testenv's helpers, as those would. The
+// pods and their claims are in the test's namespace, which the oracle
+// watches.
 
 // gpuDriver is the DRA driver of the tests' devices.
 const gpuDriver = "gpu.example.com"
@@ -43,176 +42,75 @@ const brokenKey = "example.com/broken"
 // deviceRuns counts the device tests run by this test binary.
 var deviceRuns atomic.Int64
 
-var deviceRBACOnce struct {
-	sync.Once
-	err error
-}
-
-// applyDeviceRBAC grants the controller's ServiceAccount what --device-taints
-// reads and writes (list and watch ResourceSlices, ResourceClaims and
-// DeviceTaintRules; patch DeviceTaintRules' status), once per test binary,
-// and waits until the authorizer allows it. (deploy/ grants it in a
-// component of its own; these tests apply only the base RBAC from there.)
-func applyDeviceRBAC(ctx context.Context, env *testenv.Env) error {
-	deviceRBACOnce.Do(func() {
-		c := env.Client()
-		name := saName + "-device-taints-test"
-		role := &rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices", "resourceclaims", "devicetaintrules"}, Verbs: []string{"list", "watch"}},
-				{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"devicetaintrules/status"}, Verbs: []string{"patch"}},
-			},
-		}
-		binding := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: saName, Namespace: saNamespace}},
-		}
-		if _, err := c.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			deviceRBACOnce.err = err
-			return
-		}
-		if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			deviceRBACOnce.err = err
-			return
-		}
-		cfg := env.ImpersonatedConfig(saNamespace, saName)
-		for _, attrs := range []authorizationv1.ResourceAttributes{
-			{Verb: "watch", Group: "resource.k8s.io", Resource: "resourceslices"},
-			{Verb: "watch", Group: "resource.k8s.io", Resource: "resourceclaims"},
-			{Verb: "watch", Group: "resource.k8s.io", Resource: "devicetaintrules"},
-			{Verb: "patch", Group: "resource.k8s.io", Resource: "devicetaintrules", Subresource: "status"},
-		} {
-			if err := testenv.WaitForAccess(ctx, cfg, attrs); err != nil {
-				deviceRBACOnce.err = err
-				return
-			}
-		}
-	})
-	return deviceRBACOnce.err
-}
-
-// setupDevices is setup for a device taint test: the namespace (ns and a
-// number), the kubelet
-// stand-in and the device RBAC. At the end it deletes the test's
-// ResourceSlices and DeviceTaintRules (cluster-scoped, labelled with the
-// namespace) and its claims. It runs without the oracle, which has no model
-// of device taints yet: it would judge every device eviction early.
+// setupDevices is setup for a device taint test, in a namespace of its own
+// per run (ns and a number: go test -count), with the oracle. At the end
+// it deletes the test's claims; the slices and rules its helpers made
+// delete themselves.
 func setupDevices(t *testing.T, ns string) *harness {
 	t.Helper()
-	ns = fmt.Sprintf("%s-%d", ns, deviceRuns.Add(1)) // a namespace per run: go test -count
-	h := setupNamespace(t, ns, false)
-	require.NoError(t, applyDeviceRBAC(h.ctx, h.env))
+	ns = fmt.Sprintf("%s-%d", ns, deviceRuns.Add(1))
+	h := setup(t, ns)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		sel := metav1.ListOptions{LabelSelector: "test-namespace=" + ns}
-		r := h.c.ResourceV1()
-		assert.NoError(t, r.DeviceTaintRules().DeleteCollection(ctx, metav1.DeleteOptions{}, sel))
-		assert.NoError(t, r.ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, sel))
-		assert.NoError(t, r.ResourceClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+		assert.NoError(t, h.c.ResourceV1().ResourceClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
 	})
 	return h
 }
 
 // withDeviceTaints runs the controller with --device-taints and
-// --device-taint-rule-max-pods=maxPods.
-func withDeviceTaints(maxPods int) func(*app.Options) {
+// --device-taint-rule-max-pods=maxPods, and tells the oracle the limit
+// from now on.
+func (h *harness) withDeviceTaints(maxPods int) func(*app.Options) {
+	h.oracle.RuleMaxPods(time.Now(), maxPods)
 	return func(o *app.Options) {
 		o.DeviceTaints = true
 		o.DeviceTaintRuleMaxPods = maxPods
 	}
 }
 
-// slice publishes pool (one ResourceSlice, generation 1) of node's devices,
-// named devices, with taints by device name.
-func (h *harness) slice(pool, node string, devices []string, taints map[string][]resourcev1.DeviceTaint) *resourcev1.ResourceSlice {
-	h.t.Helper()
-	s := &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: pool, Labels: map[string]string{"test-namespace": h.ns}},
-		Spec: resourcev1.ResourceSliceSpec{
-			Driver:   gpuDriver,
-			Pool:     resourcev1.ResourcePool{Name: pool, Generation: 1, ResourceSliceCount: 1},
-			NodeName: ptr.To(node),
-		},
-	}
-	for _, d := range devices {
-		s.Spec.Devices = append(s.Spec.Devices, resourcev1.Device{Name: d, Taints: taints[d]})
-	}
-	created, err := h.c.ResourceV1().ResourceSlices().Create(h.ctx, s, metav1.CreateOptions{})
-	require.NoError(h.t, err)
-	return created
+// deleteAtEnd deletes a cluster-scoped object the test made when it ends.
+func (h *harness) deleteAtEnd(kind, name string, del func(context.Context, string, metav1.DeleteOptions) error) {
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := del(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			h.t.Errorf("deleting %s %s: %v", kind, name, err)
+		}
+	})
 }
 
-// taintSlice sets the taints of device in the slice named name (the server
-// sets their TimeAdded) and returns the slice as stored.
-func (h *harness) taintSlice(name, device string, taints ...resourcev1.DeviceTaint) *resourcev1.ResourceSlice {
+// slice publishes pool (one ResourceSlice named after it, generation 1)
+// of node's devices, untainted.
+func (h *harness) slice(pool, node string, devices ...string) {
 	h.t.Helper()
-	var updated *resourcev1.ResourceSlice
-	require.NoError(h.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		s, err := h.c.ResourceV1().ResourceSlices().Get(h.ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for i := range s.Spec.Devices {
-			if s.Spec.Devices[i].Name == device {
-				s.Spec.Devices[i].Taints = taints
+	_, err := testenv.CreateResourceSlice(h.ctx, h.c, testenv.NewResourceSlice(pool, gpuDriver, pool, node, devices...))
+	require.NoError(h.t, err)
+	h.deleteAtEnd("ResourceSlice", pool, h.c.ResourceV1().ResourceSlices().Delete)
+}
+
+// devicePod is a pod of the tests: bound to node (with a PodScheduled
+// time), its claim allocated pool's device with the request's tolerations,
+// and changed by configure before it is created. It returns the pod as
+// stored.
+func (h *harness) devicePod(name, node, pool, device string, tolerations []resourcev1.DeviceToleration, configure ...func(*corev1.Pod)) *corev1.Pod {
+	h.t.Helper()
+	p, err := testenv.CreateClaimedPod(h.ctx, h.c, testenv.ClaimedPodSpec{
+		Namespace: h.ns, Name: name, Node: node, Bind: true,
+		Device:      testenv.DeviceID{Driver: gpuDriver, Pool: pool, Device: device},
+		Tolerations: tolerations,
+		Pod: func(p *corev1.Pod) {
+			for _, f := range configure {
+				f(p)
 			}
-		}
-		updated, err = h.c.ResourceV1().ResourceSlices().Update(h.ctx, s, metav1.UpdateOptions{})
-		return err
-	}))
-	return updated
-}
-
-// devicePod is a pod of the tests: its claim's request, the device
-// allocated with the request's tolerations, the pod's own tolerations (of
-// node taints) and labels.
-type devicePod struct {
-	name, node, pool, device string
-	deviceTolerations        []resourcev1.DeviceToleration
-	tolerations              []corev1.Toleration
-	labels                   map[string]string
-	ready                    bool // reported Running and Ready, as the Eviction API wants for budgets
-}
-
-// create creates the pod's claim, then the pod bound to its node (with a
-// PodScheduled time), then allocates the claim's device and reserves it for
-// the pod in one status update, and returns the pod as stored.
-func (p devicePod) create(h *harness) *corev1.Pod {
-	h.t.Helper()
-	claims := h.c.ResourceV1().ResourceClaims(h.ns)
-	claim, err := claims.Create(h.ctx, &resourcev1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: p.name + "-gpu"},
-		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
-			Name:    "gpu",
-			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: gpuDriver},
-		}}}},
-	}, metav1.CreateOptions{})
+		},
+	})
 	require.NoError(h.t, err)
-	pod := testenv.NewPod(h.ns, p.name, p.tolerations...)
-	pod.Labels = p.labels
-	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To(claim.Name)}}
-	pod, err = testenv.CreateBoundPod(h.ctx, h.c, pod, p.node)
-	require.NoError(h.t, err)
-	claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{{
-		Request: "gpu", Driver: gpuDriver, Pool: p.pool, Device: p.device, Tolerations: p.deviceTolerations,
-	}}}}
-	claim.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}}
-	_, err = claims.UpdateStatus(h.ctx, claim, metav1.UpdateOptions{})
-	require.NoError(h.t, err)
-	if p.ready {
-		pod, err = testenv.MarkPodReady(h.ctx, h.c, h.ns, p.name)
-		require.NoError(h.t, err)
-	}
-	return pod
+	return p.Pod
 }
 
 // brokenTaint is the tests' NoExecute device taint.
-func brokenTaint() resourcev1.DeviceTaint {
-	return resourcev1.DeviceTaint{Key: brokenKey, Value: "true", Effect: resourcev1.DeviceTaintEffectNoExecute}
-}
+func brokenTaint() resourcev1.DeviceTaint { return testenv.NoExecuteDeviceTaint(brokenKey, "true") }
 
 // tolerateBroken tolerates brokenTaint for d (whole seconds) with effect
 // ("" tolerates every effect).
@@ -224,13 +122,33 @@ func tolerateBroken(d time.Duration, effect resourcev1.DeviceTaintEffect) []reso
 // suffix, and returns it as stored (with its taint's TimeAdded).
 func (h *harness) rule(suffix string, sel resourcev1.DeviceTaintSelector, taint resourcev1.DeviceTaint) *resourcev1.DeviceTaintRule {
 	h.t.Helper()
-	r, err := h.c.ResourceV1().DeviceTaintRules().Create(h.ctx, &resourcev1.DeviceTaintRule{
-		ObjectMeta: metav1.ObjectMeta{Name: h.ns + "-" + suffix, Labels: map[string]string{"test-namespace": h.ns}},
-		Spec:       resourcev1.DeviceTaintRuleSpec{DeviceSelector: &sel, Taint: taint},
-	}, metav1.CreateOptions{})
+	r, err := testenv.CreateDeviceTaintRule(h.ctx, h.c, h.ns+"-"+suffix, &sel, taint)
 	require.NoError(h.t, err)
+	h.deleteAtEnd("DeviceTaintRule", r.Name, h.c.ResourceV1().DeviceTaintRules().Delete)
 	require.NotNil(h.t, r.Spec.Taint.TimeAdded, "the server sets a rule's TimeAdded")
 	return r
+}
+
+// evictionOf returns the oracle's record of the pod named name's removal.
+func evictionOf(t *testing.T, rep *oracle.Report, name string) oracle.Eviction {
+	t.Helper()
+	i := slices.IndexFunc(rep.Evictions, func(e oracle.Eviction) bool { return e.Name == name })
+	require.GreaterOrEqual(t, i, 0, "the oracle saw no removal of %s: %+v", name, rep.Evictions)
+	return rep.Evictions[i]
+}
+
+// assertHeldOnce checks that the oracle held rule once, for pods over
+// limit, and released it before the record's end.
+func assertHeldOnce(t *testing.T, rep *oracle.Report, rule *resourcev1.DeviceTaintRule, pods, limit int) {
+	t.Helper()
+	if assert.Len(t, rep.HeldRules, 1, "the oracle's held rules") {
+		assert.Regexp(t, fmt.Sprintf(`^rule %s held from \S+ \(%d pods over a limit of %d\) to \d`, regexp.QuoteMeta(rule.Name), pods, limit), rep.HeldRules[0])
+	}
+}
+
+// ruleTaint is how the oracle names rule's taint of device on an eviction.
+func ruleTaint(pool, device string, rule *resourcev1.DeviceTaintRule) string {
+	return fmt.Sprintf("device %s/%s/%s %s:%s (rule %s)", gpuDriver, pool, device, rule.Spec.Taint.Key, rule.Spec.Taint.Effect, rule.Name)
 }
 
 // poolSelector selects the devices of pool.

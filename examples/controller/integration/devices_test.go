@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
@@ -32,12 +32,13 @@ func TestDeviceTaintUntoleratedEvicts(t *testing.T) {
 	h := setupDevices(t, "it-dev-evict")
 	node := h.node("node")
 	pool := h.ns
-	h.slice(pool, node, []string{"gpu-0"}, nil)
-	pod := devicePod{name: "web", node: node, pool: pool, device: "gpu-0"}.create(h)
+	h.slice(pool, node, "gpu-0")
+	pod := h.devicePod("web", node, pool, "gpu-0", nil)
 	w := h.watchPod(pod)
-	ctrl := h.startController(true, nil, withDeviceTaints(100))
+	ctrl := h.startController(true, nil, h.withDeviceTaints(100))
 
-	slice := h.taintSlice(pool, "gpu-0", brokenTaint())
+	slice, err := testenv.TaintDevice(h.ctx, h.c, pool, "gpu-0", brokenTaint())
+	require.NoError(t, err)
 	added := slice.Spec.Devices[0].Taints[0].TimeAdded
 	t.Logf("untolerated: gone %s after the taint's TimeAdded", ms(h.assertGoneAt(ctrl, w, deviceDeadline(t, pod, added, 0))))
 
@@ -51,6 +52,9 @@ func TestDeviceTaintUntoleratedEvicts(t *testing.T) {
 	require.NoError(t, err, "no Marking for deletion event")
 	assert.Equal(t, "Marking for deletion Pod "+h.ns+"/web: device taint example.com/broken=true:NoExecute on gpu.example.com/"+pool+"/gpu-0", ev.Message)
 	assert.Equal(t, 1.0, ctrl.evictions(t, "deleted"))
+	ctrl.stop(t)
+	assert.Equal(t, "device gpu.example.com/"+pool+"/gpu-0 example.com/broken:NoExecute (its slice)", evictionOf(t, h.verify(), "web").Taint,
+		"the oracle's taint that made the pod due")
 }
 
 // A DeviceTaintRule's taint tolerated for 8 s: a pod goes at TimeAdded + 8
@@ -63,19 +67,16 @@ func TestDeviceTaintCountdowns(t *testing.T) {
 	h := setupDevices(t, "it-dev-countdown")
 	node := h.node("node")
 	pool := h.ns
-	h.slice(pool, node, []string{"gpu-0", "gpu-1", "gpu-2"}, nil)
-	tol := devicePod{name: "tol8", node: node, pool: pool, device: "gpu-0",
-		deviceTolerations: tolerateBroken(toleration, resourcev1.DeviceTaintEffectNoExecute)}.create(h)
-	empty := devicePod{name: "empty-effect", node: node, pool: pool, device: "gpu-1",
-		deviceTolerations: tolerateBroken(toleration, "")}.create(h)
-	ctrl := h.startController(true, nil, withDeviceTaints(100))
+	h.slice(pool, node, "gpu-0", "gpu-1", "gpu-2")
+	tol := h.devicePod("tol8", node, pool, "gpu-0", tolerateBroken(toleration, resourcev1.DeviceTaintEffectNoExecute))
+	empty := h.devicePod("empty-effect", node, pool, "gpu-1", tolerateBroken(toleration, ""))
+	ctrl := h.startController(true, nil, h.withDeviceTaints(100))
 	wTol, wEmpty := h.watchPod(tol), h.watchPod(empty)
 
 	rule := h.rule("broken", poolSelector(pool), brokenTaint())
 	added := rule.Spec.Taint.TimeAdded
 	time.Sleep(3 * time.Second) // the late pod arrives 3 s after the taint
-	late := devicePod{name: "late", node: node, pool: pool, device: "gpu-2",
-		deviceTolerations: tolerateBroken(toleration, resourcev1.DeviceTaintEffectNoExecute)}.create(h)
+	late := h.devicePod("late", node, pool, "gpu-2", tolerateBroken(toleration, resourcev1.DeviceTaintEffectNoExecute))
 	wLate := h.watchPod(late)
 
 	lateDeadline := deviceDeadline(t, late, added, toleration)
@@ -93,11 +94,10 @@ func TestDeviceTaintRemovedCancels(t *testing.T) {
 	h := setupDevices(t, "it-dev-cancel")
 	node := h.node("node")
 	pool := h.ns
-	h.slice(pool, node, []string{"gpu-0"}, nil)
-	pod := devicePod{name: "web", node: node, pool: pool, device: "gpu-0",
-		deviceTolerations: tolerateBroken(toleration, resourcev1.DeviceTaintEffectNoExecute)}.create(h)
+	h.slice(pool, node, "gpu-0")
+	pod := h.devicePod("web", node, pool, "gpu-0", tolerateBroken(toleration, resourcev1.DeviceTaintEffectNoExecute))
 	w := h.watchPod(pod)
-	h.startController(true, nil, withDeviceTaints(100))
+	h.startController(true, nil, h.withDeviceTaints(100))
 	rule := h.rule("broken", poolSelector(pool), brokenTaint())
 	_, err := h.waitForEventReason(h.ctx, pod, tolerations.EventReasonDeviceTaintManagerEviction, "Scheduled for deletion at ")
 	require.NoError(t, err, "no countdown event")
@@ -116,12 +116,12 @@ func TestDeviceTaintRuleSelectsOnePool(t *testing.T) {
 	h := setupDevices(t, "it-dev-pool")
 	nodeA, nodeB := h.node("a"), h.node("b")
 	poolA, poolB := h.ns+"-a", h.ns+"-b"
-	h.slice(poolA, nodeA, []string{"gpu-0"}, nil)
-	h.slice(poolB, nodeB, []string{"gpu-0", "gpu-1"}, nil)
-	a := devicePod{name: "a", node: nodeA, pool: poolA, device: "gpu-0"}.create(h)
-	b := devicePod{name: "b", node: nodeB, pool: poolB, device: "gpu-0"}.create(h)
+	h.slice(poolA, nodeA, "gpu-0")
+	h.slice(poolB, nodeB, "gpu-0", "gpu-1")
+	a := h.devicePod("a", nodeA, poolA, "gpu-0", nil)
+	b := h.devicePod("b", nodeB, poolB, "gpu-0", nil)
 	wA, wB := h.watchPod(a), h.watchPod(b)
-	ctrl := h.startController(true, nil, withDeviceTaints(100))
+	ctrl := h.startController(true, nil, h.withDeviceTaints(100))
 
 	rule := h.rule("pool-a", poolSelector(poolA), brokenTaint())
 	preview := h.rule("preview-b", poolSelector(poolB), resourcev1.DeviceTaint{Key: brokenKey, Effect: resourcev1.DeviceTaintEffectNone})
@@ -137,6 +137,10 @@ func TestDeviceTaintRuleSelectsOnePool(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, metav1.ConditionFalse, cond.Status)
 	assert.Equal(t, "1 pod evicted since starting the controller.", cond.Message)
+	ctrl.stop(t)
+	rep := h.verify()
+	assert.Len(t, rep.Evictions, 1, "the oracle saw pool B's pod removed")
+	assert.Equal(t, ruleTaint(poolA, "gpu-0", rule), evictionOf(t, rep, "a").Taint)
 }
 
 // With --use-eviction-api, a PodDisruptionBudget allowing one disruption
@@ -146,16 +150,17 @@ func TestDeviceTaintEvictionAPIOneAtATime(t *testing.T) {
 	h := setupDevices(t, "it-dev-pdb")
 	node := h.node("node")
 	pool := h.ns
-	h.slice(pool, node, []string{"gpu-0", "gpu-1", "gpu-2"}, nil)
+	h.slice(pool, node, "gpu-0", "gpu-1", "gpu-2")
 	watches := map[string]*podWatch{}
 	for i, name := range []string{"web-0", "web-1", "web-2"} {
-		pod := devicePod{name: name, node: node, pool: pool, device: []string{"gpu-0", "gpu-1", "gpu-2"}[i],
-			labels: map[string]string{"app": "web"}, ready: true}.create(h)
+		h.devicePod(name, node, pool, []string{"gpu-0", "gpu-1", "gpu-2"}[i], nil, func(p *corev1.Pod) { p.Labels = map[string]string{"app": "web"} })
+		pod, err := testenv.MarkPodReady(h.ctx, h.c, h.ns, name) // as the Eviction API wants for budgets
+		require.NoError(t, err)
 		watches[name] = h.watchPod(pod)
 	}
 	h.webPDB(2)
 	h.pdbStatus("web", 3, 3, 2, 1, func(string) bool { return true })
-	ctrl := h.startController(true, nil, withDeviceTaints(100), func(o *app.Options) { o.UseEvictionAPI = true })
+	ctrl := h.startController(true, nil, h.withDeviceTaints(100), func(o *app.Options) { o.UseEvictionAPI = true })
 	start := time.Now()
 	h.rule("broken", poolSelector(pool), brokenTaint())
 
@@ -193,13 +198,13 @@ func TestDeviceTaintRuleGuard(t *testing.T) {
 	h := setupDevices(t, "it-dev-guard")
 	nodeA, nodeB := h.node("a"), h.node("b")
 	poolA, poolB := h.ns+"-a", h.ns+"-b"
-	h.slice(poolA, nodeA, []string{"gpu-0", "gpu-1"}, nil)
-	h.slice(poolB, nodeB, []string{"gpu-0"}, nil)
-	a0 := devicePod{name: "a0", node: nodeA, pool: poolA, device: "gpu-0"}.create(h)
-	a1 := devicePod{name: "a1", node: nodeA, pool: poolA, device: "gpu-1"}.create(h)
-	b0 := devicePod{name: "b0", node: nodeB, pool: poolB, device: "gpu-0"}.create(h)
+	h.slice(poolA, nodeA, "gpu-0", "gpu-1")
+	h.slice(poolB, nodeB, "gpu-0")
+	a0 := h.devicePod("a0", nodeA, poolA, "gpu-0", nil)
+	a1 := h.devicePod("a1", nodeA, poolA, "gpu-1", nil)
+	b0 := h.devicePod("b0", nodeB, poolB, "gpu-0", nil)
 	wA0, wA1, wB0 := h.watchPod(a0), h.watchPod(a1), h.watchPod(b0)
-	ctrl := h.startController(true, nil, withDeviceTaints(2))
+	ctrl := h.startController(true, nil, h.withDeviceTaints(2))
 
 	rule := h.rule("everything", resourcev1.DeviceTaintSelector{}, brokenTaint())
 	// The first status written says so.
@@ -221,17 +226,11 @@ func TestDeviceTaintRuleGuard(t *testing.T) {
 	assert.Empty(t, ctrl.debugEvictions(t), "a held rule schedules nothing")
 
 	// Narrowed to pool A: 2 pods, within the limit.
-	var narrowed *resourcev1.DeviceTaintRule
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		r, err := h.c.ResourceV1().DeviceTaintRules().Get(h.ctx, rule.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	narrowed, err := testenv.UpdateDeviceTaintRule(h.ctx, h.c, rule.Name, func(s *resourcev1.DeviceTaintRuleSpec) {
 		sel := poolSelector(poolA)
-		r.Spec.DeviceSelector = &sel
-		narrowed, err = h.c.ResourceV1().DeviceTaintRules().Update(h.ctx, r, metav1.UpdateOptions{})
-		return err
-	}))
+		s.DeviceSelector = &sel
+	})
+	require.NoError(t, err)
 	released := time.Now()
 	for _, w := range []*podWatch{wA0, wA1} {
 		gone := w.waitDeleted(t, 15*time.Second)
@@ -244,6 +243,17 @@ func TestDeviceTaintRuleGuard(t *testing.T) {
 	})
 	require.NoError(t, err)
 	t.Logf("guard: status after narrowing: %s: %s", cond.Reason, cond.Message)
+
+	// The oracle, counting from the objects alone, held the rule from its
+	// creation until it was narrowed, and judged both evictions by its
+	// taint.
+	ctrl.stop(t)
+	rep := h.verify()
+	assertHeldOnce(t, rep, rule, 3, 2)
+	for _, name := range []string{"a0", "a1"} {
+		assert.Equal(t, ruleTaint(poolA, strings.Replace(name, "a", "gpu-", 1), rule), evictionOf(t, rep, name).Taint)
+	}
+	assert.Len(t, rep.Evictions, 2)
 }
 
 // A node taint and a device taint on one pod: the earlier deadline wins,
@@ -257,17 +267,15 @@ func TestNodeAndDeviceTaintEarlierWins(t *testing.T) {
 	h := setupDevices(t, "it-dev-both")
 	node1, node2 := h.node("one"), h.node("two")
 	pool1, pool2 := h.ns+"-one", h.ns+"-two"
-	h.slice(pool1, node1, []string{"gpu-0"}, nil)
-	h.slice(pool2, node2, []string{"gpu-0"}, nil)
+	h.slice(pool1, node1, "gpu-0")
+	h.slice(pool2, node2, "gpu-0")
 	nodeTol := func(d time.Duration) []corev1.Toleration {
 		return []corev1.Toleration{{Key: nodeKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: seconds(d)}}
 	}
-	devFirst := devicePod{name: "device-first", node: node1, pool: pool1, device: "gpu-0",
-		tolerations: nodeTol(long), deviceTolerations: tolerateBroken(short, resourcev1.DeviceTaintEffectNoExecute)}.create(h)
-	nodeFirst := devicePod{name: "node-first", node: node2, pool: pool2, device: "gpu-0",
-		tolerations: nodeTol(short), deviceTolerations: tolerateBroken(long, resourcev1.DeviceTaintEffectNoExecute)}.create(h)
+	devFirst := h.devicePod("device-first", node1, pool1, "gpu-0", tolerateBroken(short, resourcev1.DeviceTaintEffectNoExecute), func(p *corev1.Pod) { p.Spec.Tolerations = nodeTol(long) })
+	nodeFirst := h.devicePod("node-first", node2, pool2, "gpu-0", tolerateBroken(long, resourcev1.DeviceTaintEffectNoExecute), func(p *corev1.Pod) { p.Spec.Tolerations = nodeTol(short) })
 	wDev, wNode := h.watchPod(devFirst), h.watchPod(nodeFirst)
-	ctrl := h.startController(true, nil, withDeviceTaints(100))
+	ctrl := h.startController(true, nil, h.withDeviceTaints(100))
 
 	rule1 := h.rule("one", poolSelector(pool1), brokenTaint())
 	rule2 := h.rule("two", poolSelector(pool2), brokenTaint())
@@ -300,6 +308,11 @@ func TestNodeAndDeviceTaintEarlierWins(t *testing.T) {
 	t.Logf("both: device-first gone %s after its device deadline", ms(h.assertGoneAt(ctrl, wDev, devDeadline)))
 	t.Logf("both: node-first gone %s after its node deadline", ms(h.assertGoneAt(ctrl, wNode, nodeDeadline)))
 	assert.Empty(t, h.events("device-first", "Cancelling deletion"))
+	// The oracle, from its own model, agrees on the taint that won each.
+	ctrl.stop(t)
+	rep := h.verify()
+	assert.Equal(t, ruleTaint(pool1, "gpu-0", rule1), evictionOf(t, rep, "device-first").Taint)
+	assert.Equal(t, nodeKey+":NoExecute", evictionOf(t, rep, "node-first").Taint)
 }
 
 // The leader stops mid-countdown; the standby, whose caches were warm, takes
@@ -309,12 +322,11 @@ func TestDeviceTaintLeaderChange(t *testing.T) {
 	h := setupDevices(t, "it-dev-leader")
 	node := h.node("node")
 	pool := h.ns
-	h.slice(pool, node, []string{"gpu-0"}, nil)
-	pod := devicePod{name: "web", node: node, pool: pool, device: "gpu-0",
-		deviceTolerations: tolerateBroken(toleration, resourcev1.DeviceTaintEffectNoExecute)}.create(h)
+	h.slice(pool, node, "gpu-0")
+	pod := h.devicePod("web", node, pool, "gpu-0", tolerateBroken(toleration, resourcev1.DeviceTaintEffectNoExecute))
 	w := h.watchPod(pod)
-	first := h.startController(true, nil, withDeviceTaints(100))
-	second := h.startController(false, nil, withDeviceTaints(100), func(o *app.Options) { o.LeaderElect = true })
+	first := h.startController(true, nil, h.withDeviceTaints(100))
+	second := h.startController(false, nil, h.withDeviceTaints(100), func(o *app.Options) { o.LeaderElect = true })
 	rule := h.rule("broken", poolSelector(pool), brokenTaint())
 	deadline := deviceDeadline(t, pod, rule.Spec.Taint.TimeAdded, toleration)
 	_, err := h.waitForEventReason(h.ctx, pod, tolerations.EventReasonDeviceTaintManagerEviction, "Scheduled for deletion at ")
@@ -340,11 +352,11 @@ func TestDeviceTaintRuleGuardGrowth(t *testing.T) {
 	h := setupDevices(t, "it-dev-growth")
 	node := h.node("node")
 	pool := h.ns
-	h.slice(pool, node, []string{"gpu-0", "gpu-1", "gpu-2"}, nil)
+	h.slice(pool, node, "gpu-0", "gpu-1", "gpu-2")
 	tol := tolerateBroken(toleration, resourcev1.DeviceTaintEffectNoExecute)
-	p0 := devicePod{name: "p0", node: node, pool: pool, device: "gpu-0", deviceTolerations: tol}.create(h)
-	p1 := devicePod{name: "p1", node: node, pool: pool, device: "gpu-1", deviceTolerations: tol}.create(h)
-	ctrl := h.startController(true, nil, withDeviceTaints(2))
+	p0 := h.devicePod("p0", node, pool, "gpu-0", tol)
+	p1 := h.devicePod("p1", node, pool, "gpu-1", tol)
+	ctrl := h.startController(true, nil, h.withDeviceTaints(2))
 	rule := h.rule("pool", poolSelector(pool), brokenTaint())
 	for _, p := range []*corev1.Pod{p0, p1} {
 		_, err := h.waitForEventReason(h.ctx, p, tolerations.EventReasonDeviceTaintManagerEviction, "Scheduled for deletion at ")
@@ -352,7 +364,7 @@ func TestDeviceTaintRuleGuardGrowth(t *testing.T) {
 	}
 	require.Len(t, ctrl.debugEvictions(t), 2)
 
-	p2 := devicePod{name: "p2", node: node, pool: pool, device: "gpu-2", deviceTolerations: tol}.create(h)
+	p2 := h.devicePod("p2", node, pool, "gpu-2", tol)
 	for _, p := range []*corev1.Pod{p0, p1} {
 		_, err := h.waitForEventReason(h.ctx, p, tolerations.EventReasonDeviceTaintManagerEviction, "Cancelling deletion of Pod ")
 		require.NoError(t, err, "the countdown of %s not cancelled", p.Name)
@@ -371,4 +383,7 @@ func TestDeviceTaintRuleGuardGrowth(t *testing.T) {
 		assert.Equal(t, deviceDeadline(t, pod, rule.Spec.Taint.TimeAdded, toleration).UTC().Format(time.RFC3339Nano), e.Deadline)
 		assert.Equal(t, rule.Name, e.Rule)
 	}
+	// The oracle held it from p2's claim to p2's deletion too.
+	ctrl.stop(t)
+	assertHeldOnce(t, h.verify(), rule, 3, 2)
 }

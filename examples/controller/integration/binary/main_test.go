@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,6 +65,17 @@ type env struct {
 	// scrapeToken is a token allowed /metrics and /debug/evictions, as
 	// Prometheus and an operator would have (deploy/readers.yaml).
 	scrapeToken string
+
+	verifyOnce sync.Once
+	report     *oracle.Report
+}
+
+// verify has the oracle check the controllers' writes, once (the test's
+// end does it if the test has not), and returns its report. A test that
+// reads the report stops its controllers first.
+func (e *env) verify(t *testing.T) *oracle.Report {
+	e.verifyOnce.Do(func() { e.report = e.oracle.Verify(t) })
+	return e.report
 }
 
 // setup applies the RBAC of deploy/ (not its Deployment), waits until the
@@ -117,10 +129,11 @@ func setup(t *testing.T, namespace string, timeout time.Duration, finaliser kube
 	require.NoError(t, err)
 	o, err := oracle.Start(ctx, oracle.Options{Client: c, AuditLog: e.AuditLogPath(), Namespace: namespace})
 	require.NoError(t, err)
+	te := &env{Env: e, c: c, ctx: ctx, kubeconfig: kubeconfig, oracle: o, scrapeToken: token}
 	// Registered last, run first of these: after the controllers stopped
 	// (their cleanups were registered later), before the pods are deleted.
-	t.Cleanup(func() { o.Verify(t) })
-	return &env{Env: e, c: c, ctx: ctx, kubeconfig: kubeconfig, oracle: o, scrapeToken: token}
+	t.Cleanup(func() { te.verify(t) })
+	return te
 }
 
 // leaderFlags are short leader election durations, so that a takeover

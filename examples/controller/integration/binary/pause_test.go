@@ -197,13 +197,7 @@ func countdownStart(t *testing.T, ctx context.Context, c kubernetes.Interface, p
 	t.Helper()
 	node, err := c.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
 	require.NoError(t, err)
-	start := node.Spec.Taints[0].TimeAdded.Time
-	for _, cond := range pod.Status.Conditions {
-		if cond.Type == corev1.PodScheduled && cond.LastTransitionTime.After(start) {
-			start = cond.LastTransitionTime.Time
-		}
-	}
-	return start
+	return latest(node.Spec.Taints[0].TimeAdded.Time, pod)
 }
 
 // waitScheduled waits until the controller's /debug/evictions lists the

@@ -225,6 +225,9 @@ type ClaimedPodSpec struct {
 	// which the scheduler copies into the allocation).
 	Device      DeviceID
 	Tolerations []resourcev1.DeviceToleration
+	// Pod, if not nil, changes the pod before it is created (its own
+	// tolerations, its labels).
+	Pod func(*corev1.Pod)
 }
 
 // ClaimedPod is a pod and its claim, as [CreateClaimedPod] made them.
@@ -247,6 +250,9 @@ func CreateClaimedPod(ctx context.Context, c kubernetes.Interface, spec ClaimedP
 		return ClaimedPod{}, err
 	}
 	pod := NewPodWithClaim(spec.Namespace, spec.Name, claim.Name)
+	if spec.Pod != nil {
+		spec.Pod(pod)
+	}
 	if spec.Bind {
 		pod, err = CreateBoundPod(ctx, c, pod, spec.Node)
 	} else {
