@@ -321,7 +321,7 @@ func (ch *churn) apply(ctx context.Context, op string) (bool, error) {
 			return err
 		})
 	}
-	return false, fmt.Errorf("unknown operation %q", op)
+	return ch.applyDevice(ctx, op)
 }
 
 // createPod creates a pod with random tolerations and group, binds it to a
