@@ -251,6 +251,33 @@ func TestDeviceTaintDeadlines(t *testing.T) {
 			},
 			evictAt: 5 * time.Second, want: []string{"never early"}, wantEvic: 1,
 		},
+		// The watches of different resources are separate streams: the
+		// rule that made the pod due may be seen with, or just after, the
+		// pod's terminating state that the eviction it caused wrote.
+		"a rule seen with the pod's terminating state": {
+			build: func(w *world) {
+				w.slice(0, "s1", "p1", 1, device("gpu-0"))
+				w.rule(30*time.Second+60*time.Millisecond, "r", &resourcev1.DeviceTaintSelector{}, noExecute(30*time.Second-5*time.Millisecond))
+				w.pod("p", result("p1", "gpu-0"))
+			},
+			evictAt: 30 * time.Second, wantEvic: 1,
+		},
+		"a rule seen 0.9 s after the pod's terminating state": {
+			build: func(w *world) {
+				w.slice(0, "s1", "p1", 1, device("gpu-0"))
+				w.rule(30*time.Second+960*time.Millisecond, "r", &resourcev1.DeviceTaintSelector{}, noExecute(30*time.Second-5*time.Millisecond))
+				w.pod("p", result("p1", "gpu-0"))
+			},
+			evictAt: 30 * time.Second, wantEvic: 1,
+		},
+		"a rule seen 1.1 s after the pod's terminating state": {
+			build: func(w *world) {
+				w.slice(0, "s1", "p1", 1, device("gpu-0"))
+				w.rule(31*time.Second+160*time.Millisecond, "r", &resourcev1.DeviceTaintSelector{}, noExecute(30*time.Second-5*time.Millisecond))
+				w.pod("p", result("p1", "gpu-0"))
+			},
+			evictAt: 30 * time.Second, want: []string{"never early"},
+		},
 		"a rule selecting the pool, evicted at once": {
 			build: func(w *world) {
 				w.slice(0, "s1", "p1", 1, device("gpu-0"))
