@@ -62,6 +62,12 @@ var weights = []struct {
 	{opPodRecreate, 6},
 	{opNodeRecreate, 2},
 	{opPDBChange, 4},
+	{opDeviceTaintAdd, 6},
+	{opDeviceTaintRemove, 6},
+	{opPoolGeneration, 2},
+	{opRuleCreate, 3},
+	{opRuleNarrow, 2},
+	{opRuleDelete, 2},
 }
 
 // churnConfig sizes the churn.
@@ -87,6 +93,8 @@ type churn struct {
 	failures []opFailure
 	absent   map[string]bool // nodes deleted and not yet created again
 	delayed  sync.WaitGroup
+
+	dev deviceState
 }
 
 type opFailure struct {
@@ -111,7 +119,8 @@ func nodeName(i int) string   { return fmt.Sprintf("soak-node-%02d", i) }
 func podName(i int) string    { return fmt.Sprintf("pod-%03d", i) }
 func pdbName(g string) string { return "budget-" + g }
 
-// setUp creates the nodes, untainted, and a budget per group.
+// setUp creates the nodes, untainted, a budget per group, and the device
+// pools.
 func (ch *churn) setUp(ctx context.Context) error {
 	for i := range ch.cfg.Nodes {
 		if _, err := testenv.CreateNode(ctx, ch.c, nodeName(i)); err != nil {
@@ -130,7 +139,7 @@ func (ch *churn) setUp(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return ch.setUpDevices(ctx)
 }
 
 // run applies operations until ctx ends, then waits for the delayed halves
@@ -312,12 +321,14 @@ func (ch *churn) apply(ctx context.Context, op string) (bool, error) {
 			return err
 		})
 	}
-	return false, fmt.Errorf("unknown operation %q", op)
+	return ch.applyDevice(ctx, op)
 }
 
 // createPod creates a pod with random tolerations and group, binds it to a
 // present node and reports it Running and Ready, as the scheduler and the
-// kubelet would (the Eviction API counts only ready pods as healthy).
+// kubelet would (the Eviction API counts only ready pods as healthy). A
+// third of them, while a device is free, get a claim of that device on its
+// pool's node (createClaimedPod).
 func (ch *churn) createPod(ctx context.Context, name string) error {
 	node, ok := ch.pick(ch.presentNodes())
 	if !ok {
@@ -328,6 +339,11 @@ func (ch *churn) createPod(ctx context.Context, name string) error {
 		if tol := ch.toleration(key); tol != nil {
 			tols = append(tols, *tol)
 		}
+	}
+	if p, device, ok := ch.claimDevice(); ok {
+		pod := testenv.NewPodWithClaim(ch.cfg.Namespace, name, name+claimSuffix, tols...)
+		pod.Labels = map[string]string{"group": groups[ch.rng.IntN(len(groups))]}
+		return ch.createClaimedPod(ctx, pod, p, device)
 	}
 	pod := testenv.NewPod(ch.cfg.Namespace, name, tols...)
 	pod.Labels = map[string]string{"group": groups[ch.rng.IntN(len(groups))]}

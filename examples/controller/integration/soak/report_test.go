@@ -20,6 +20,7 @@ type result struct {
 	report      *oracle.Report
 	replicas    []replicaSummary
 	standWrites int
+	claimed     int // pods created with a device claim
 }
 
 type replicaSummary struct {
@@ -93,6 +94,9 @@ func (r result) String() string {
 		fmt.Fprintf(&b, "; %d given up (excused)", len(rep.Excused))
 	}
 	b.WriteString(".\n\n")
+	dev, rule := deviceEvictions(rep)
+	fmt.Fprintf(&b, "Devices: %d pods created with a claim of a device; %d pods evicted for a device's taint (%d of them a DeviceTaintRule's); rule status writes %d; the guard held a rule %d times (limit %d).\n\n",
+		r.claimed, dev, rule, rep.Writes[oracle.RuleStatus], len(rep.HeldRules), ruleMaxPods)
 	b.WriteString("Deletion after the pod was due (its deadline, or when the state that made it due was seen):\n\n")
 	b.WriteString("| evictions | n | p50 | p99 | max |\n|---|---:|---:|---:|---:|\n")
 	for _, row := range []struct {
@@ -156,6 +160,21 @@ func (r result) String() string {
 		}
 	}
 	return b.String()
+}
+
+// deviceEvictions counts the evictions for a device's taint, and those of
+// them for a DeviceTaintRule's.
+func deviceEvictions(rep *oracle.Report) (device, rule int) {
+	for _, e := range rep.Evictions {
+		d, r := isDeviceTaint(e.Taint)
+		if d {
+			device++
+		}
+		if r {
+			rule++
+		}
+	}
+	return device, rule
 }
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }

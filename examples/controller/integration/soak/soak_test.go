@@ -3,7 +3,11 @@
 // stream of the changes a large cluster makes — taints added, removed and
 // flapped, tolerations added, pods created, deleted and recreated under the
 // same names around a steady population, nodes deleted and recreated,
-// disruption budgets changed — with faults mixed in: the leader SIGKILLed
+// disruption budgets changed; and, with --device-taints, pods whose claims
+// hold DRA devices, the devices' taints added and removed in their
+// ResourceSlices, pools' new generations published, DeviceTaintRules
+// created, narrowed and deleted (one of every device held by the guard) —
+// with faults mixed in: the leader SIGKILLed
 // every few minutes (a supervisor starts it again) and the API server
 // restarted every ten. The oracle (internal/oracle) checks the whole run
 // from the server's audit log and its own watch: never early, never lost,
@@ -166,7 +170,8 @@ func TestSoak(t *testing.T) {
 	defer cancel()
 	c := env.Client()
 	_, err = env.ApplyManifests(ctx, "../../deploy/serviceaccount.yaml", "../../deploy/rbac.yaml",
-		"../../deploy/readers.yaml", "../../deploy/components/eviction-api-permission/rbac.yaml")
+		"../../deploy/readers.yaml", "../../deploy/components/eviction-api-permission/rbac.yaml",
+		"../../deploy/components/device-taints/rbac.yaml")
 	require.NoError(t, err)
 	sa := env.ImpersonatedConfig("kube-system", "taintkit-noexecute")
 	for _, attrs := range []authorizationv1.ResourceAttributes{
@@ -176,6 +181,10 @@ func TestSoak(t *testing.T) {
 		{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: "kube-system", Name: "taintkit-noexecute"},
 		{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"},
 		{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"},
+		{Verb: "watch", Group: "resource.k8s.io", Resource: "resourceslices"},
+		{Verb: "watch", Group: "resource.k8s.io", Resource: "resourceclaims"},
+		{Verb: "watch", Group: "resource.k8s.io", Resource: "devicetaintrules"},
+		{Verb: "patch", Group: "resource.k8s.io", Resource: "devicetaintrules", Subresource: "status"},
 	} {
 		require.NoError(t, testenv.WaitForAccess(ctx, sa, attrs))
 	}
@@ -237,7 +246,9 @@ func TestSoak(t *testing.T) {
 	// diagnosed from (TAINTKIT_SOAK_VERBOSITY overrides it).
 	verbosity := cmp.Or(os.Getenv("TAINTKIT_SOAK_VERBOSITY"), "2")
 	args := []string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=127.0.0.1:0",
-		"--health-probe-bind-address=127.0.0.1:0", "--shutdown-grace-period=5s", "--leader-elect=true", "-v=" + verbosity}
+		"--health-probe-bind-address=127.0.0.1:0", "--shutdown-grace-period=5s", "--leader-elect=true", "-v=" + verbosity,
+		"--device-taints", fmt.Sprintf("--device-taint-rule-max-pods=%d", ruleMaxPods)}
+	o.RuleMaxPods(time.Now(), ruleMaxPods)
 	if cfg.evictionAPI {
 		args = append(args, "--use-eviction-api", "--eviction-fallback-after=30s")
 	}
@@ -324,6 +335,7 @@ func TestSoak(t *testing.T) {
 	res := result{cfg: cfg, begin: begin, faults: faults, samples: smp.samples, report: rep}
 	res.standWrites, res.standErr = stand.result()
 	res.ops = ch.counts(disturbed)
+	res.claimed = ch.claimedPods()
 	sampleErrs := smp.failures(disturbed)
 	for _, r := range append(slices.Clone(killable), survivor) {
 		res.replicas = append(res.replicas, replicaSummary{name: r.name, runs: r.Runs(), exits: r.Exits()})
@@ -360,6 +372,12 @@ func TestSoak(t *testing.T) {
 	}
 	if len(rep.Evictions) == 0 {
 		t.Error("no pod was evicted: the churn did not exercise the controller")
+	}
+	if dev, rule := deviceEvictions(rep); dev == 0 || rule == 0 {
+		t.Errorf("%d pods evicted for a device's taint, %d of them a DeviceTaintRule's: the device churn did not exercise the controller", dev, rule)
+	}
+	if len(rep.HeldRules) == 0 {
+		t.Error("the guard held no DeviceTaintRule: the device churn did not exercise it")
 	}
 	if cfg.duration >= 2*leakFrom {
 		for _, m := range leakMeasures {

@@ -166,7 +166,8 @@ func timeline(obs []podObs, nodes map[string][]nodeObs, dev *deviceModel, end ti
 			ni++
 		}
 	}
-	for _, t := range times {
+	var live *podObs // the pod's last state not terminating
+	for k, t := range times {
 		for pi+1 < len(obs) && !obs[pi+1].at.After(t) {
 			pi++
 		}
@@ -178,6 +179,9 @@ func timeline(obs []podObs, nodes map[string][]nodeObs, dev *deviceModel, end ti
 		var d due
 		if podNode != "" && node != nil && !o.deleted && o.pod.DeletionTimestamp == nil {
 			d = decide(o.pod, node.Spec.Taints, taintSeen, firstAdded, podSeen)
+		}
+		if !o.deleted && o.pod.DeletionTimestamp == nil {
+			live = &obs[pi]
 		}
 		switch {
 		case d.at.IsZero():
@@ -200,7 +204,41 @@ func timeline(obs []podObs, nodes map[string][]nodeObs, dev *deviceModel, end ti
 		segs = append(segs, segment{from: t, to: end, c: c})
 		if o.deleted || o.pod.DeletionTimestamp != nil {
 			segs[len(segs)-1].to = t
+			if live != nil && podNode != "" {
+				segs = append(segs, seenAfter(times[k:], t, live.pod, podSeen, advanceNode, &node, &taintSeen, &firstAdded, dev, devices)...)
+			}
 			break
+		}
+	}
+	return segs
+}
+
+// seenAfter judges the states of the pod's node and devices seen within a
+// first sight's slack after the pod's terminating state (at t, from t on), with the
+// pod as it was before: the watches of different resources are separate
+// streams, so the change that made the pod due, and that the controller
+// acted on, may be delivered with or after the pod's state its eviction
+// wrote. Each state gives a segment of no length.
+func seenAfter(times []time.Time, t time.Time, pod *corev1.Pod, podSeen time.Time, advanceNode func(time.Time),
+	node **corev1.Node, taintSeen, firstAdded *map[string]time.Time, dev *deviceModel, devices bool) []segment {
+	var segs []segment
+	for _, t2 := range times {
+		if t2.After(t.Add(firstSightSlack)) {
+			break
+		}
+		advanceNode(t2)
+		var c due
+		if *node != nil {
+			c = decide(pod, (*node).Spec.Taints, *taintSeen, *firstAdded, podSeen)
+		}
+		if devices {
+			bound, unknown := boundAt(pod, podSeen)
+			if dd := dev.decide(pod, bound, unknown, t2); !dd.at.IsZero() && (c.at.IsZero() || dd.at.Before(c.at)) {
+				c = dd
+			}
+		}
+		if !c.at.IsZero() {
+			segs = append(segs, segment{from: t2, to: t2, c: c})
 		}
 	}
 	return segs

@@ -114,6 +114,16 @@ func (w *world) evict(name string, d time.Duration) {
 	w.in.pods[uid] = append(w.in.pods[uid], podObs{at: at(d + 60*time.Millisecond), pod: p})
 }
 
+// ruleSeenAt builds an untainted device allocated to pod "p", untolerating,
+// and a rule of every device added at 29.995 s and seen at d.
+func ruleSeenAt(d time.Duration) func(w *world) {
+	return func(w *world) {
+		w.slice(0, "s1", "p1", 1, device("gpu-0"))
+		w.rule(d, "r", &resourcev1.DeviceTaintSelector{}, noExecute(30*time.Second-5*time.Millisecond))
+		w.pod("p", result("p1", "gpu-0"))
+	}
+}
+
 func assertViolations(t *testing.T, rep *Report, want ...string) {
 	t.Helper()
 	if !assert.Len(t, rep.Violations, len(want), "violations: %v", rep.Violations) {
@@ -250,6 +260,19 @@ func TestDeviceTaintDeadlines(t *testing.T) {
 				w.pod("p", result("p1", "gpu-0", tolerating(resourcev1.DeviceTaintEffectNoExecute, ptr.To[int64](5))))
 			},
 			evictAt: 5 * time.Second, want: []string{"never early"}, wantEvic: 1,
+		},
+		// The watches of different resources are separate streams: the
+		// rule that made the pod due may be seen with, or just after, the
+		// pod's terminating state that the eviction it caused wrote (seen
+		// at 30.06 s).
+		"a rule seen with the pod's terminating state": {
+			build: ruleSeenAt(30*time.Second + 60*time.Millisecond), evictAt: 30 * time.Second, wantEvic: 1,
+		},
+		"a rule seen 0.9 s after the pod's terminating state": {
+			build: ruleSeenAt(30*time.Second + 960*time.Millisecond), evictAt: 30 * time.Second, wantEvic: 1,
+		},
+		"a rule seen 1.1 s after the pod's terminating state": {
+			build: ruleSeenAt(31*time.Second + 160*time.Millisecond), evictAt: 30 * time.Second, want: []string{"never early"},
 		},
 		"a rule selecting the pool, evicted at once": {
 			build: func(w *world) {

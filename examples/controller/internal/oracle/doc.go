@@ -35,7 +35,11 @@
 // # Checks
 //
 //   - never early: no delete or eviction of a pod is received before its
-//     deadline, nor more than 1 s after the pod stopped being due;
+//     deadline, nor more than 1 s after the pod stopped being due. The
+//     watches of pods, nodes and DRA objects are separate streams, so the
+//     change that made a pod due may be seen with or after the terminating
+//     state its eviction wrote: the states of its node and devices seen
+//     within 1 s after that are judged with the pod as it was before;
 //   - never lost: a pod that stays due has a deletionTimestamp by its
 //     deadline + 2 s; when a fault was active then, by the fault's end plus
 //     5 s ([Oracle.Fault]), or, for a fault that only slowed requests, by
