@@ -36,7 +36,7 @@ func newCluster(client kubernetes.Interface, log logr.Logger) (*cluster, error) 
 	// No resync: the manager is level-triggered on changes, and a resync
 	// would only re-queue every pod for nothing.
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTransform(stripManagedFields))
+		informers.WithTransform(trim))
 	nodes := factory.Core().V1().Nodes()
 	pods := factory.Core().V1().Pods()
 	if err := pods.Informer().AddIndexers(cache.Indexers{nodeNameIndex: podNodeName}); err != nil {
@@ -96,9 +96,20 @@ func (c *cluster) observePods(log logr.Logger) cache.ResourceEventHandler {
 	}, log)
 }
 
-// stripManagedFields drops the objects' managedFields before they are
-// cached: the manager never reads them, and with many pods they are a good
-// part of the cache's memory.
+// trim is the informers' transform: a pod is cached as
+// tolerations.TrimPod keeps it (what the manager, its events, its pod client
+// and /debug/evictions read: identity, node, tolerations, conditions), other
+// objects without their managedFields. The cache then holds a fraction of
+// each pod.
+func trim(obj any) (any, error) {
+	if pod, ok := obj.(*v1.Pod); ok {
+		return tolerations.TrimPod(pod), nil
+	}
+	return stripManagedFields(obj)
+}
+
+// stripManagedFields drops an object's managedFields before it is cached:
+// the manager never reads them.
 func stripManagedFields(obj any) (any, error) {
 	if acc, err := meta.Accessor(obj); err == nil {
 		acc.SetManagedFields(nil)
