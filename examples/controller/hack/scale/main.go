@@ -20,7 +20,9 @@
 //
 // Results go to --out: results.csv (one figure a row, with the API
 // server's and etcd's CPU and RSS beside it), deletions.csv (every tainted
-// pod's deadline and deletion, for the plot) and the controllers' logs.
+// pod's deadline and deletion, for the plot) and the controllers' logs. It
+// exits 1 if an outage lost a pod or deleted one early, or if the oracle
+// faults taintkit-noexecute.
 package main
 
 import (
@@ -203,24 +205,36 @@ func newPopulated(ctx context.Context, cfg config, rep *report, name string, emp
 	return cl, nil
 }
 
+// startTimeout bounds a controller's start until it is idle.
+const startTimeout = 15 * time.Minute
+
+// launch starts k on cl, its logs in dir, and waits until its caches synced.
+func launch(ctx context.Context, k kind, cl *cluster, dir string) (*controllerProc, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	p, err := startController(k.name, k.bin, dir, k.args(cl), k.metricsFlag, k.syncedLine)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitSynced(ctx); err != nil {
+		p.stop(30 * time.Second)
+		return nil, err
+	}
+	return p, nil
+}
+
 // startup starts k on cl, measures its start-up (and, in round 1, its
 // steady state), and stops it. Round 0 is the run on the empty cluster.
 func startup(ctx context.Context, cfg config, rep *report, cl *cluster, k kind, round int) error {
-	dir := filepath.Join(cfg.out, fmt.Sprintf("startup-%d", round))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	api, etcd := cl.env.PIDs()
-	p, err := startController(k.name, k.bin, dir, k.args(cl), k.metricsFlag, k.syncedLine)
+	wctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	p, err := launch(wctx, k, cl, filepath.Join(cfg.out, fmt.Sprintf("startup-%d", round)))
 	if err != nil {
 		return err
 	}
 	defer p.stop(30 * time.Second)
-	wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
-	defer cancel()
-	if err := p.waitSynced(wctx); err != nil {
-		return err
-	}
 	atSync := p.usage()
 	run := "round-" + strconv.Itoa(round)
 	if round == 0 {
@@ -266,20 +280,13 @@ func startup(ctx context.Context, cfg config, rep *report, cl *cluster, k kind, 
 
 // zoneOutage runs k on cl, waits until it is idle, and measures an outage.
 func zoneOutage(ctx context.Context, cfg config, rep *report, cl *cluster, k kind) error {
-	dir := filepath.Join(cfg.out, "outage-"+k.name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	p, err := startController(k.name, k.bin, dir, k.args(cl), k.metricsFlag, k.syncedLine)
+	wctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	p, err := launch(wctx, k, cl, filepath.Join(cfg.out, "outage-"+k.name))
 	if err != nil {
 		return err
 	}
 	defer p.stop(30 * time.Second)
-	wctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
-	defer cancel()
-	if err := p.waitSynced(wctx); err != nil {
-		return err
-	}
 	if _, err := p.waitIdle(wctx); err != nil {
 		return err
 	}
@@ -306,6 +313,28 @@ func zoneOutage(ctx context.Context, cfg config, rep *report, cl *cluster, k kin
 		return err
 	}
 	rep.outage(k, cl, out, cfg)
+	return judge(k, out)
+}
+
+// judge fails a run that lost or hastened a deletion, or, for
+// taintkit-noexecute, that the oracle faults; upstream's controller sends no
+// UID precondition and holds no Lease, so only never early and never lost
+// apply to it, and the watch's figures are those.
+func judge(k kind, out *outage) error {
+	s := out.summarise()
+	var problems []string
+	if s.Missing > 0 {
+		problems = append(problems, fmt.Sprintf("%d tainted pods never deleted", s.Missing))
+	}
+	if s.Early > 0 {
+		problems = append(problems, fmt.Sprintf("%d pods deleted before their deadline", s.Early))
+	}
+	if !k.upstream && len(out.Violations) > 0 {
+		problems = append(problems, fmt.Sprintf("%d oracle violations", len(out.Violations)))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("scale: %s outage: %s (see summary.txt)", k.name, strings.Join(problems, "; "))
+	}
 	return nil
 }
 
