@@ -12,7 +12,8 @@
 //   - the controller on the client kube-controller-manager gives it
 //     ("node-controller"), which its event broadcaster shares;
 //   - --kube-api-qps and --kube-api-burst on each client, as
-//     kube-controller-manager applies them to each.
+//     kube-controller-manager applies them to each, and its default
+//     content type, protobuf.
 //
 // --trim=unread caches pods as tolerations.TrimPod keeps them instead (more
 // than this controller reads: it reads names, node names and tolerations),
@@ -88,6 +89,8 @@ func run(ctx context.Context, kubeconfig string, qps float32, burst int, trim, m
 		return fmt.Errorf("upstream-taint-eviction: %w", err)
 	}
 	cfg.QPS, cfg.Burst = qps, burst
+	// kube-controller-manager's --kube-api-content-type default.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	informerClient, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "shared-informers"))
 	if err != nil {
 		return err

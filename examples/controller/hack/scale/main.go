@@ -58,7 +58,7 @@ func main() {
 	flag.IntVar(&cfg.workers, "workers", 32, "parallel requests creating the cluster")
 	flag.IntVar(&cfg.qps, "kube-api-qps", 100, "the controllers' --kube-api-qps")
 	flag.IntVar(&cfg.burst, "kube-api-burst", 100, "the controllers' --kube-api-burst")
-	flag.DurationVar(&cfg.idle, "idle", time.Minute, "how long steady state is measured")
+	flag.DurationVar(&cfg.idle, "idle", 150*time.Second, "how long steady state is measured (longer than the Go runtime's forced GC period, 2 min, so that the start-up's garbage is collected and returned)")
 	flag.DurationVar(&cfg.long, "long-toleration", time.Minute, "the unreachable toleration of the pods that do not leave at once")
 	flag.DurationVar(&cfg.timeout, "outage-timeout", 20*time.Minute, "how long an outage may take")
 	flag.StringVar(&cfg.ours, "taintkit", "", "taintkit-noexecute's binary (default: built)")
