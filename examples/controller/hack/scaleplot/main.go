@@ -1,7 +1,6 @@
 // Command scaleplot draws the scale harness's deletions.csv (hack/scale) as a
 // PNG: for each controller, the tainted pods deleted so far against the
-// seconds since the taint, and the pods due so far (the deadlines) for the
-// first. It is a module of its own so that the plotting library stays out of
+// seconds since the taint's TimeAdded, and the pods due so far. It is a module of its own so that the plotting library stays out of
 // examples/controller's module.
 package main
 
@@ -43,7 +42,10 @@ func run(in, out, title string) error {
 	if len(rows) < 2 {
 		return fmt.Errorf("scaleplot: %s holds no deletions", in)
 	}
-	// controller, pod, toleration_s, deadline_s, deleted_s, late_s
+	// controller, pod, toleration_s, deadline_s, deleted_s, late_s; times
+	// in seconds since the harness tainted the nodes. Each run's taint has
+	// its own TimeAdded (whole seconds, up to 1 s before the taint): the
+	// plot counts from it, so that the deadlines of all runs line up.
 	deleted := map[string][]float64{}
 	deadlines := map[string][]float64{}
 	var order []string
@@ -52,17 +54,19 @@ func run(in, out, title string) error {
 		if _, ok := deadlines[c]; !ok {
 			order = append(order, c)
 		}
-		d, err := strconv.ParseFloat(row[3], 64)
-		if err != nil {
-			return fmt.Errorf("scaleplot: deadline %q: %w", row[3], err)
+		tol, err1 := strconv.ParseFloat(row[2], 64)
+		d, err2 := strconv.ParseFloat(row[3], 64)
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("scaleplot: toleration %q, deadline %q: not numbers", row[2], row[3])
 		}
-		deadlines[c] = append(deadlines[c], max(d, 0))
+		added := d - tol // the taint's TimeAdded
+		deadlines[c] = append(deadlines[c], tol)
 		if row[4] != "" {
 			t, err := strconv.ParseFloat(row[4], 64)
 			if err != nil {
 				return fmt.Errorf("scaleplot: deleted %q: %w", row[4], err)
 			}
-			deleted[c] = append(deleted[c], t)
+			deleted[c] = append(deleted[c], t-added)
 		}
 	}
 	p := plot.New()
@@ -70,7 +74,7 @@ func run(in, out, title string) error {
 		title = fmt.Sprintf("Zone outage: %d pods on tainted nodes", len(deadlines[order[0]]))
 	}
 	p.Title.Text = title
-	p.X.Label.Text = "seconds since the taint"
+	p.X.Label.Text = "seconds since the taint's TimeAdded"
 	p.Y.Label.Text = "pods deleted"
 	p.Legend.Top, p.Legend.Left = false, false
 	var lines []any
