@@ -39,7 +39,10 @@ type outage struct {
 	Before, After             usage   // the controller's
 	ServersBefore, ServersEnd servers // the API server's and etcd's
 	Requests                  map[string]map[string]int
-	Violations                []string // the oracle's
+	// FirstWrites are, by client, when the API server received each
+	// pod's first write (the first request of its eviction).
+	FirstWrites map[string][]time.Time
+	Violations  []string // the oracle's
 }
 
 // deletionWatch records, for every pod of the namespace, the first moment a
@@ -172,7 +175,7 @@ func runOutage(ctx context.Context, cl *cluster, p *controllerProc, o *oracle.Or
 	// Requests still in flight at the last deletion (events) are counted
 	// for 5 s more.
 	time.Sleep(5 * time.Second)
-	out.Requests, err = countRequests(cl.env.AuditLogPath(), out.Tainted, end.Add(5*time.Second))
+	out.Requests, out.FirstWrites, err = countRequests(cl.env.AuditLogPath(), out.Tainted, end.Add(5*time.Second))
 	if err != nil {
 		return nil, err
 	}
@@ -188,14 +191,17 @@ func runOutage(ctx context.Context, cl *cluster, p *controllerProc, o *oracle.Or
 
 // countRequests counts the requests the API server received from from to
 // to, by client (the User-Agent's product, and kube-controller-manager's
-// client name) and by verb and resource, from its audit log.
-func countRequests(path string, from, to time.Time) (map[string]map[string]int, error) {
+// client name) and by verb and resource, from its audit log; and returns,
+// by client, when it received the first write to each pod.
+func countRequests(path string, from, to time.Time) (map[string]map[string]int, map[string][]time.Time, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	counts := map[string]map[string]int{}
+	firstWrites := map[string][]time.Time{}
+	written := map[string]bool{} // client + pod
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -206,6 +212,7 @@ func countRequests(path string, from, to time.Time) (map[string]map[string]int, 
 			ObjectRef *struct {
 				Resource    string `json:"resource"`
 				Subresource string `json:"subresource"`
+				Name        string `json:"name"`
 			} `json:"objectRef"`
 			Received metav1.MicroTime `json:"requestReceivedTimestamp"`
 		}
@@ -227,8 +234,14 @@ func countRequests(path string, from, to time.Time) (map[string]map[string]int, 
 			counts[client] = map[string]int{}
 		}
 		counts[client][what]++
+		if ev.ObjectRef != nil && ev.ObjectRef.Resource == "pods" && ev.ObjectRef.Name != "" &&
+			(ev.Verb == "patch" || ev.Verb == "update" || ev.Verb == "delete" || ev.Verb == "create") &&
+			!written[client+"/"+ev.ObjectRef.Name] {
+			written[client+"/"+ev.ObjectRef.Name] = true
+			firstWrites[client] = append(firstWrites[client], ev.Received.Time)
+		}
 	}
-	return counts, sc.Err()
+	return counts, firstWrites, sc.Err()
 }
 
 // clientOf names a request's client from its User-Agent.
@@ -296,15 +309,12 @@ func (out *outage) summarise() summary {
 	return s
 }
 
-// maxPerWindow returns the most deletions seen in any window of length w
-// (a sliding window over the deletion times).
-func (out *outage) maxPerWindow(w time.Duration) int {
-	var times []time.Time
-	for _, d := range out.Deletions {
-		if !d.Deleted.IsZero() {
-			times = append(times, d.Deleted)
-		}
-	}
+// maxPerWindow returns the most evictions client started in any window of
+// length w (a sliding window over the times the API server received each
+// pod's first write: the first request of its eviction, which starts when
+// it has a token of --eviction-rate's budget).
+func (out *outage) maxPerWindow(client string, w time.Duration) int {
+	times := slices.Clone(out.FirstWrites[client])
 	slices.SortFunc(times, time.Time.Compare)
 	best, lo := 0, 0
 	for hi := range times {

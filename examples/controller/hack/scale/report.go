@@ -85,8 +85,12 @@ func (r *report) outage(k kind, cl *cluster, out *outage, cfg config) {
 	add("outage_peak_goroutines", float64(out.PeakGoroutines), "")
 	add("outage_apiserver_cpu_seconds", (srv.APIServer.CPU - out.ServersBefore.APIServer.CPU).Seconds(), "s")
 	add("outage_etcd_cpu_seconds", (srv.Etcd.CPU - out.ServersBefore.Etcd.CPU).Seconds(), "s")
-	max10 := out.maxPerWindow(10 * time.Second)
-	add("outage_max_deletions_per_10s", float64(max10), "")
+	client := "taintkit-noexecute"
+	if k.upstream {
+		client = "upstream-taint-eviction/node-controller"
+	}
+	max10 := out.maxPerWindow(client, 10*time.Second)
+	add("outage_max_evictions_started_per_10s", float64(max10), "")
 	add("outage_oracle_violations", float64(len(out.Violations)), "")
 
 	var clients []string
@@ -115,7 +119,7 @@ func (r *report) outage(k kind, cl *cluster, out *outage, cfg config) {
 		r.add(k.name, run, "pod_requests_per_pod "+c, float64(podOnly)/float64(out.TaintedPods), "", srv)
 		lines = append(lines, fmt.Sprintf("    %s: %.2f a pod, %.2f of them to pods (%s)", c, perPod, float64(podOnly)/float64(out.TaintedPods), strings.Join(whats, ", ")))
 	}
-	r.logf("%s outage: %d nodes, %d pods tainted; 0 s half gone %.1f s, all gone %.1f s, missing %d; past deadline p50 %.1f s, p99 %.1f s, max %.1f s; early %d; out of deadline order %d; most deletions in 10 s: %d; peak RSS %.0f MiB, peak goroutines %d; CPU %.1f s (API server %.1f s, etcd %.1f s); oracle violations %d",
+	r.logf("%s outage: %d nodes, %d pods tainted; 0 s half gone %.1f s, all gone %.1f s, missing %d; past deadline p50 %.1f s, p99 %.1f s, max %.1f s; early %d; out of deadline order %d; most evictions started in 10 s: %d; peak RSS %.0f MiB, peak goroutines %d; CPU %.1f s (API server %.1f s, etcd %.1f s); oracle violations %d",
 		k.name, out.TaintedNodes, out.TaintedPods, s.ZeroGone.Seconds(), s.AllGone.Seconds(), s.Missing,
 		s.LateP50.Seconds(), s.LateP99.Seconds(), s.LateMax.Seconds(), s.Early, s.OutOfOrder, max10,
 		mib(out.After.Peak), out.PeakGoroutines, (out.After.CPU - out.Before.CPU).Seconds(),
