@@ -28,4 +28,5 @@ func RunWithMetricsFilter(ctx context.Context, client kubernetes.Interface, filt
 var (
 	NodeHandler = nodeHandler
 	PodHandler  = podHandler
+	Trim        = trim
 )

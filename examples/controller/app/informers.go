@@ -106,11 +106,22 @@ func (c *cluster) observePods(log logr.Logger) cache.ResourceEventHandler {
 	}, log)
 }
 
-// trim drops the objects' managedFields before they are cached: the
-// manager never reads them, and with many pods they are a good part of the
-// cache's memory. Of ResourceSlices and ResourceClaims it keeps only what
-// the controller reads (trimDeviceObjects).
+// trim is the informers' transform: a pod is cached as
+// tolerations.TrimPod keeps it (what the manager, its events, its pod client
+// and /debug/evictions read: identity, node, tolerations, conditions), other
+// objects without their managedFields. The cache then holds a fraction of
+// each pod.
 func trim(obj any) (any, error) {
+	if pod, ok := obj.(*v1.Pod); ok {
+		return tolerations.TrimPod(pod), nil
+	}
+	return stripManagedFields(obj)
+}
+
+// stripManagedFields drops an object's managedFields before it is cached:
+// the manager never reads them. Of ResourceSlices and ResourceClaims it keeps
+// only what the controller reads (trimDeviceObjects).
+func stripManagedFields(obj any) (any, error) {
 	if acc, err := meta.Accessor(obj); err == nil {
 		acc.SetManagedFields(nil)
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/tolerations"
 )
 
 // recorder records the calls a manager would get.
@@ -82,4 +83,24 @@ func TestHandlersIgnoreUnexpectedObjects(t *testing.T) {
 	assert.Empty(t, r.pods)
 	assert.Empty(t, r.nodes)
 	assert.Len(t, errs, 5, "each unexpected delete is logged: %q", errs)
+}
+
+// The informers cache a pod as tolerations.TrimPod keeps it, and a node
+// whole but for its managedFields.
+func TestTrimCachesWhatTheControllerReads(t *testing.T) {
+	pod := testPod("web", "uid-1")
+	pod.Labels = map[string]string{"app": "web"}
+	pod.Spec.Containers = []v1.Container{{Name: "web", Image: "web:1"}}
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	got, err := app.Trim(pod)
+	assert.NoError(t, err)
+	assert.Equal(t, tolerations.TrimPod(pod), got)
+
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: map[string]string{"zone": "a"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}}}
+	want := node.DeepCopy()
+	want.ManagedFields = nil
+	got, err = app.Trim(node)
+	assert.NoError(t, err)
+	assert.Equal(t, want, got)
 }

@@ -230,8 +230,9 @@ func (c *controller) runManager(ctx context.Context, lost <-chan struct{}) error
 	acting, stopActing := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopActing(nil)
 
-	// The pod client reads the informer's pods unchanged: the conditions
-	// it keeps and the pod it hands BeforeDelete are the API server's.
+	// The pod client reads the informer's pods as trimmed: the
+	// DisruptionTarget condition it keeps is the API server's, and the pod
+	// it hands BeforeDelete has the identity and node of the server's.
 	cachedPod := func(namespace, name string) (*v1.Pod, error) { return c.cluster.podLister.Pods(namespace).Get(name) }
 	cfg := manager.Config{
 		GetNode:    c.cluster.getNode,

@@ -112,6 +112,9 @@ func readAudit(path string) ([]Request, error) {
 			// A server killed mid-line leaves a partial last line.
 			continue
 		}
+		if ev.Verb == "get" || ev.Verb == "list" || ev.Verb == "watch" {
+			continue // the checks are about writes; a policy may record reads too
+		}
 		r, ok := byID[ev.AuditID]
 		if !ok {
 			r = newRequest(&ev)

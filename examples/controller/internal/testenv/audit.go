@@ -3,6 +3,7 @@ package testenv
 import (
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // auditPolicy is the audit policy of every Env: the API server's own record
@@ -60,14 +61,27 @@ rules:
 - level: None
 `
 
+// auditReadsRule records pod and node reads, ahead of auditPolicy's rule
+// that drops every read ([Options.AuditReads]).
+const auditReadsRule = `- level: Metadata
+  resources:
+  - group: ""
+    resources: ["pods", "nodes"]
+  verbs: ["get", "list", "watch"]
+`
+
 // auditFlags writes the policy into dir and returns the kube-apiserver's
 // flags for an audit log at logPath. blocking-strict writes each event
 // before the server goes on, and refuses a request whose first event cannot
 // be written: a write the server applied is on record, even if the server
 // is killed right after.
-func auditFlags(dir, logPath string) ([]string, error) {
+func auditFlags(dir, logPath string, reads bool) ([]string, error) {
+	text := auditPolicy
+	if reads {
+		text = strings.Replace(text, "rules:\n", "rules:\n"+auditReadsRule, 1)
+	}
 	policy := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+	if err := os.WriteFile(policy, []byte(text), 0o600); err != nil {
 		return nil, err
 	}
 	return []string{

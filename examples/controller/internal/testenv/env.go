@@ -30,6 +30,13 @@ type Options struct {
 	// APIServerFlags are added after the kube-apiserver's own flags; the last
 	// value of a flag wins, so these override.
 	APIServerFlags []string
+	// EtcdFlags are added after etcd's own flags (for example a larger
+	// --quota-backend-bytes); the last value of a flag wins.
+	EtcdFlags []string
+	// AuditReads also records reads of pods and nodes (get, list, watch) in
+	// the audit log, at the Metadata level, so that every request a
+	// controller makes can be counted from it.
+	AuditReads bool
 	// Dir holds the certificates, etcd's data and both servers' logs
 	// (etcd.log, kube-apiserver.log). Empty means a new temporary directory,
 	// removed by Stop. Start empties etcd's data either way.
@@ -126,7 +133,7 @@ func start(ctx context.Context, etcdBin, apiserverBin string, opts Options) (_ *
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(etcdPort)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
-	e.etcd, err = startProcess("etcd", etcdBin, []string{
+	e.etcd, err = startProcess("etcd", etcdBin, append([]string{
 		"--data-dir=" + etcdData,
 		"--listen-client-urls=" + etcdURL,
 		"--advertise-client-urls=" + etcdURL,
@@ -135,7 +142,7 @@ func start(ctx context.Context, etcdBin, apiserverBin string, opts Options) (_ *
 		"--initial-cluster=default=" + peerURL,
 		"--unsafe-no-fsync", // the data dies with the test; fsync only costs time
 		"--logger=zap",      // etcd 3.4's default logger warns that it is deprecated
-	}, filepath.Join(e.dir, "etcd.log"))
+	}, opts.EtcdFlags...), filepath.Join(e.dir, "etcd.log"))
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +170,7 @@ func start(ctx context.Context, etcdBin, apiserverBin string, opts Options) (_ *
 		"--service-account-signing-key-file=" + filepath.Join(certDir, saSigningKey),
 		"--service-cluster-ip-range=10.0.0.0/24",
 	}
-	audit, err := auditFlags(e.dir, e.AuditLogPath())
+	audit, err := auditFlags(e.dir, e.AuditLogPath(), opts.AuditReads)
 	if err != nil {
 		return nil, err
 	}
@@ -305,6 +312,14 @@ func (e *Env) Stop() error {
 		e.stopErr = errors.Join(errs...)
 	})
 	return e.stopErr
+}
+
+// PIDs returns the process IDs of the API server and of etcd, for a caller
+// that reads their CPU time and memory from /proc.
+func (e *Env) PIDs() (apiserver, etcd int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.apiserver.cmd.Process.Pid, e.etcd.cmd.Process.Pid
 }
 
 // dumpLogs writes the last lines of each server's log to w.

@@ -1,0 +1,62 @@
+package tolerations
+
+import (
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TrimPod returns a new pod holding only what a taint-eviction controller
+// reads from pod, so that an informer can cache that instead of the whole
+// pod (client-go's informers.WithTransform): the pod's identity (name,
+// namespace, UID, resourceVersion) and deletionTimestamp; spec.nodeName,
+// spec.tolerations and spec.resourceClaims; the PodScheduled condition, which
+// [PodBoundAt] reads, and the DisruptionTarget condition, which an eviction
+// sets; status.resourceClaimStatuses and status.extendedResourceClaimStatus,
+// which name the devices whose taints a pod's countdowns will read.
+//
+// [Decide] and every method of [Countdowns] decide the same for the result as
+// for pod. The result shares no memory with pod. TrimPod(nil) is nil.
+func TrimPod(pod *v1.Pod) *v1.Pod {
+	if pod == nil {
+		return nil
+	}
+	trimmed := &v1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              pod.Name,
+			Namespace:         pod.Namespace,
+			UID:               pod.UID,
+			ResourceVersion:   pod.ResourceVersion,
+			DeletionTimestamp: pod.DeletionTimestamp.DeepCopy(),
+		},
+		Spec: v1.PodSpec{
+			NodeName: pod.Spec.NodeName,
+		},
+	}
+	if pod.Spec.Tolerations != nil {
+		trimmed.Spec.Tolerations = make([]v1.Toleration, len(pod.Spec.Tolerations))
+		for i := range pod.Spec.Tolerations {
+			pod.Spec.Tolerations[i].DeepCopyInto(&trimmed.Spec.Tolerations[i])
+		}
+	}
+	if pod.Spec.ResourceClaims != nil {
+		trimmed.Spec.ResourceClaims = make([]v1.PodResourceClaim, len(pod.Spec.ResourceClaims))
+		for i := range pod.Spec.ResourceClaims {
+			pod.Spec.ResourceClaims[i].DeepCopyInto(&trimmed.Spec.ResourceClaims[i])
+		}
+	}
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
+		if c.Type == v1.PodScheduled || c.Type == v1.DisruptionTarget {
+			trimmed.Status.Conditions = append(trimmed.Status.Conditions, *c.DeepCopy())
+		}
+	}
+	if pod.Status.ResourceClaimStatuses != nil {
+		trimmed.Status.ResourceClaimStatuses = make([]v1.PodResourceClaimStatus, len(pod.Status.ResourceClaimStatuses))
+		for i := range pod.Status.ResourceClaimStatuses {
+			pod.Status.ResourceClaimStatuses[i].DeepCopyInto(&trimmed.Status.ResourceClaimStatuses[i])
+		}
+	}
+	trimmed.Status.ExtendedResourceClaimStatus = pod.Status.ExtendedResourceClaimStatus.DeepCopy()
+	return trimmed
+}
