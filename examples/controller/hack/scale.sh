@@ -34,6 +34,9 @@ trap 'rm -rf "$bin"' EXIT
 (cd "$here" && go build -o "$bin/taintkit-noexecute" . && go build -o "$bin/scale" ./hack/scale)
 (cd "$here" && "$bin/scale" --nodes "$nodes" --pods "$pods" --out "$out" --deploy deploy \
 	--taintkit "$bin/taintkit-noexecute" --upstream "$bin/upstream-taint-eviction" "$@")
-# The plot, in a module of its own (the plotting library stays out of this one).
-(cd "$here/hack/scaleplot" && go run . --in "$out/deletions.csv" --out "$out/deletions.png")
+# The plot, in a module of its own (the plotting library stays out of this one),
+# if there were deletions to plot (--phases startup has none).
+if [ "$(wc -l <"$out/deletions.csv")" -gt 1 ]; then
+	(cd "$here/hack/scaleplot" && go run . --in "$out/deletions.csv" --out "$out/deletions.png")
+fi
 cat "$out/summary.txt"
