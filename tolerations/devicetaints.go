@@ -1,6 +1,7 @@
 package tolerations
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 
@@ -174,15 +175,7 @@ func (x *DeviceTaints) Taints(id DeviceID) []DeviceTaint {
 			out = append(out, DeviceTaint{DeviceTaint: r.Spec.Taint, Rule: name})
 		}
 	}
-	slices.SortFunc(out[n:], func(a, b DeviceTaint) int {
-		switch {
-		case a.Rule < b.Rule:
-			return -1
-		case a.Rule > b.Rule:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out[n:], func(a, b DeviceTaint) int { return cmp.Compare(a.Rule, b.Rule) })
 	return out
 }
 
