@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -24,7 +25,6 @@ type cluster struct {
 	nodes      cache.SharedIndexInformer
 	pods       cache.SharedIndexInformer
 	nodeLister corelisters.NodeLister
-	podLister  corelisters.PodLister
 	// devices is the view of DRA devices, with --device-taints; nil
 	// without.
 	devices *devices
@@ -52,7 +52,6 @@ func newCluster(client kubernetes.Interface, o Options, log logr.Logger) (*clust
 		nodes:      nodes.Informer(),
 		pods:       pods.Informer(),
 		nodeLister: nodes.Lister(),
-		podLister:  pods.Lister(),
 		countdowns: tolerations.NewCountdowns(nil, tolerations.Matcher{}),
 	}
 	// The countdowns are fed from the informers' start, standing by too.
@@ -88,7 +87,7 @@ func (c *cluster) observeNodes(log logr.Logger) cache.ResourceEventHandler {
 			return
 		}
 		for _, obj := range objs {
-			if pod, ok := obj.(*v1.Pod); ok {
+			if pod, ok := object[*v1.Pod](obj); ok {
 				c.countdowns.ObservePod(pod)
 			}
 		}
@@ -106,14 +105,15 @@ func (c *cluster) observePods(log logr.Logger) cache.ResourceEventHandler {
 	}, log)
 }
 
-// trim is the informers' transform: a pod is cached as
-// tolerations.TrimPod keeps it (what the manager, its events, its pod client
-// and /debug/evictions read: identity, node, tolerations, conditions), other
-// objects without their managedFields. The cache then holds a fraction of
-// each pod.
+// trim is the informers' transform: a pod is cached as a
+// tolerations.PodRecord (what the manager, its events, its pod client and
+// /debug/evictions read: identity, node, tolerations, conditions, claims, in
+// a fifth of a trimmed *v1.Pod's memory), other objects without their
+// managedFields. The handlers and reads below turn records back into pods
+// (object).
 func trim(obj any) (any, error) {
-	if pod, ok := obj.(*v1.Pod); ok {
-		return tolerations.TrimPod(pod), nil
+	if _, ok := obj.(*v1.Pod); ok {
+		return tolerations.RecordPods(obj)
 	}
 	return stripManagedFields(obj)
 }
@@ -130,11 +130,17 @@ func stripManagedFields(obj any) (any, error) {
 }
 
 func podNodeName(obj any) ([]string, error) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.Spec.NodeName == "" {
+	var node string
+	switch pod := obj.(type) {
+	case *tolerations.PodRecord:
+		node = pod.NodeName()
+	case *v1.Pod:
+		node = pod.Spec.NodeName
+	}
+	if node == "" {
 		return nil, nil
 	}
-	return []string{pod.Spec.NodeName}, nil
+	return []string{node}, nil
 }
 
 // getNode, getPod and podsOnNode are the manager's reads: from the
@@ -142,7 +148,15 @@ func podNodeName(obj any) ([]string, error) {
 func (c *cluster) getNode(name string) (*v1.Node, error) { return c.nodeLister.Get(name) }
 
 func (c *cluster) getPod(namespace, name string) (*v1.Pod, error) {
-	return c.podLister.Pods(namespace).Get(name)
+	obj, exists, err := c.pods.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil {
+		return nil, err
+	}
+	pod, ok := object[*v1.Pod](obj)
+	if !exists || !ok {
+		return nil, apierrors.NewNotFound(v1.Resource("pod"), name)
+	}
+	return pod, nil
 }
 
 func (c *cluster) podsOnNode(name string) ([]*v1.Pod, error) {
@@ -152,7 +166,7 @@ func (c *cluster) podsOnNode(name string) ([]*v1.Pod, error) {
 	}
 	pods := make([]*v1.Pod, 0, len(objs))
 	for _, obj := range objs {
-		if pod, ok := obj.(*v1.Pod); ok {
+		if pod, ok := object[*v1.Pod](obj); ok {
 			pods = append(pods, pod)
 		}
 	}
@@ -181,13 +195,13 @@ func eventHandler[T any](update func(old, new T), log logr.Logger) cache.Resourc
 	var none T
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if o, ok := obj.(T); ok {
+			if o, ok := object[T](obj); ok {
 				update(none, o)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			old, ok1 := oldObj.(T)
-			o, ok2 := newObj.(T)
+			old, ok1 := object[T](oldObj)
+			o, ok2 := object[T](newObj)
 			if ok1 && ok2 {
 				update(old, o)
 			}
@@ -206,7 +220,7 @@ func eventHandler[T any](update func(old, new T), log logr.Logger) cache.Resourc
 // the cache knew, which is as good for the manager: it only needs the
 // object's name, namespace, node and (for a pod) UID.
 func deleted[T any](obj any, log logr.Logger) (T, bool) {
-	if t, ok := obj.(T); ok {
+	if t, ok := object[T](obj); ok {
 		return t, true
 	}
 	var zero T
@@ -215,10 +229,20 @@ func deleted[T any](obj any, log logr.Logger) (T, bool) {
 		log.Error(nil, "Unexpected object in a delete event", "type", fmt.Sprintf("%T", obj))
 		return zero, false
 	}
-	t, ok := tomb.Obj.(T)
+	t, ok := object[T](tomb.Obj)
 	if !ok {
 		log.Error(nil, "Unexpected object in a tombstone", "key", tomb.Key, "type", fmt.Sprintf("%T", tomb.Obj))
 		return zero, false
 	}
 	return t, true
+}
+
+// object returns obj as a T: itself, or for a T of *v1.Pod the pod a cached
+// tolerations.PodRecord holds.
+func object[T any](obj any) (T, bool) {
+	if r, ok := obj.(*tolerations.PodRecord); ok {
+		obj = r.Pod()
+	}
+	t, ok := obj.(T)
+	return t, ok
 }

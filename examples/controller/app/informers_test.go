@@ -6,6 +6,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -85,8 +86,9 @@ func TestHandlersIgnoreUnexpectedObjects(t *testing.T) {
 	assert.Len(t, errs, 5, "each unexpected delete is logged: %q", errs)
 }
 
-// The informers cache a pod as tolerations.TrimPod keeps it, and a node
-// whole but for its managedFields.
+// The informers cache a pod as a tolerations.PodRecord, which gives back
+// the pod tolerations.TrimPod keeps, and a node whole but for its
+// managedFields.
 func TestTrimCachesWhatTheControllerReads(t *testing.T) {
 	pod := testPod("web", "uid-1")
 	pod.Labels = map[string]string{"app": "web"}
@@ -94,7 +96,11 @@ func TestTrimCachesWhatTheControllerReads(t *testing.T) {
 	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	got, err := app.Trim(pod)
 	assert.NoError(t, err)
-	assert.Equal(t, tolerations.TrimPod(pod), got)
+	require.IsType(t, &tolerations.PodRecord{}, got)
+	assert.Equal(t, tolerations.TrimPod(pod), got.(*tolerations.PodRecord).Pod())
+	again, err := app.Trim(got)
+	assert.NoError(t, err)
+	assert.Same(t, got, again, "the transform is idempotent")
 
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: map[string]string{"zone": "a"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}}}

@@ -233,7 +233,7 @@ func (c *controller) runManager(ctx context.Context, lost <-chan struct{}) error
 	// The pod client reads the informer's pods as trimmed: the
 	// DisruptionTarget condition it keeps is the API server's, and the pod
 	// it hands BeforeDelete has the identity and node of the server's.
-	cachedPod := func(namespace, name string) (*v1.Pod, error) { return c.cluster.podLister.Pods(namespace).Get(name) }
+	cachedPod := c.cluster.getPod
 	cfg := manager.Config{
 		GetNode:    c.cluster.getNode,
 		GetPod:     c.cluster.getPod,

@@ -1,0 +1,191 @@
+package tolerations
+
+import (
+	"unique"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// PodRecord is what [TrimPod] keeps of a pod, held in about a fifth of the
+// memory of the trimmed *v1.Pod, for an informer that caches every pod of a
+// large cluster: a *v1.Pod is over a kilobyte before any field is set, and
+// the tolerations, the namespace and the node name that pods repeat are held
+// once here, not once a pod. [PodRecord.Pod] turns a record back into the pod
+// TrimPod returns, so that the decisions are the same.
+//
+// Cache records with client-go's informers.WithTransform([RecordPods]); an
+// informer keys a record by its namespace and name ([PodRecord.GetObjectMeta]).
+// Listers typed for *v1.Pod do not apply: read the informer's indexer and call
+// Pod on each record, when the pod is needed (a handler that only filters by
+// node name reads [PodRecord.NodeName]).
+//
+// A record is never modified once made, and is safe for concurrent use.
+type PodRecord struct {
+	name, resourceVersion string
+	uid                   types.UID
+	namespace, nodeName   unique.Handle[string]
+	deletionTimestamp     *metav1.Time
+	tolerations           []unique.Handle[toleration]
+	conditions            []v1.PodCondition // PodScheduled and DisruptionTarget
+	rare                  *recordRare
+}
+
+// recordRare is what few pods have, held apart so that the others pay a
+// pointer for it.
+type recordRare struct {
+	typeMeta                    metav1.TypeMeta
+	resourceClaims              []v1.PodResourceClaim
+	resourceClaimStatuses       []v1.PodResourceClaimStatus
+	extendedResourceClaimStatus *v1.PodExtendedResourceClaimStatus
+}
+
+// toleration is a v1.Toleration by value, so that equal tolerations of
+// different pods are held once (unique.Make).
+type toleration struct {
+	key, operator, value, effect string
+	seconds                      int64
+	hasSeconds                   bool
+}
+
+// NewPodRecord returns the record of pod: what TrimPod(pod) holds.
+// NewPodRecord(nil) is nil.
+func NewPodRecord(pod *v1.Pod) *PodRecord {
+	if pod == nil {
+		return nil
+	}
+	r := &PodRecord{
+		name:              pod.Name,
+		resourceVersion:   pod.ResourceVersion,
+		uid:               pod.UID,
+		namespace:         unique.Make(pod.Namespace),
+		nodeName:          unique.Make(pod.Spec.NodeName),
+		deletionTimestamp: pod.DeletionTimestamp.DeepCopy(),
+	}
+	if pod.Spec.Tolerations != nil {
+		r.tolerations = make([]unique.Handle[toleration], len(pod.Spec.Tolerations))
+		for i, t := range pod.Spec.Tolerations {
+			k := toleration{key: t.Key, operator: string(t.Operator), value: t.Value, effect: string(t.Effect)}
+			if t.TolerationSeconds != nil {
+				k.seconds, k.hasSeconds = *t.TolerationSeconds, true
+			}
+			r.tolerations[i] = unique.Make(k)
+		}
+	}
+	for i := range pod.Status.Conditions {
+		c := &pod.Status.Conditions[i]
+		if c.Type == v1.PodScheduled || c.Type == v1.DisruptionTarget {
+			kept := *c
+			kept.Type, kept.Status = canonicalCondition(c.Type, c.Status)
+			r.conditions = append(r.conditions, kept)
+		}
+	}
+	if pod.TypeMeta != (metav1.TypeMeta{}) || pod.Spec.ResourceClaims != nil ||
+		pod.Status.ResourceClaimStatuses != nil || pod.Status.ExtendedResourceClaimStatus != nil {
+		// TrimPod copies these; its result then serves both.
+		t := TrimPod(&v1.Pod{TypeMeta: pod.TypeMeta,
+			Spec:   v1.PodSpec{ResourceClaims: pod.Spec.ResourceClaims},
+			Status: v1.PodStatus{ResourceClaimStatuses: pod.Status.ResourceClaimStatuses, ExtendedResourceClaimStatus: pod.Status.ExtendedResourceClaimStatus},
+		})
+		r.rare = &recordRare{
+			typeMeta:                    t.TypeMeta,
+			resourceClaims:              t.Spec.ResourceClaims,
+			resourceClaimStatuses:       t.Status.ResourceClaimStatuses,
+			extendedResourceClaimStatus: t.Status.ExtendedResourceClaimStatus,
+		}
+	}
+	return r
+}
+
+// canonicalCondition returns a kept condition's type and status as the
+// package's constants, so that a record holds no copy of them.
+func canonicalCondition(t v1.PodConditionType, s v1.ConditionStatus) (v1.PodConditionType, v1.ConditionStatus) {
+	if t == v1.PodScheduled {
+		t = v1.PodScheduled
+	} else {
+		t = v1.DisruptionTarget
+	}
+	for _, known := range [...]v1.ConditionStatus{v1.ConditionTrue, v1.ConditionFalse, v1.ConditionUnknown} {
+		if s == known {
+			return t, known
+		}
+	}
+	return t, s
+}
+
+// Pod returns a new pod equal to TrimPod of the pod r was made from: the
+// caller may modify it. It shares no memory with r other than strings.
+// A nil record returns nil.
+func (r *PodRecord) Pod() *v1.Pod {
+	if r == nil {
+		return nil
+	}
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              r.name,
+			Namespace:         value(r.namespace),
+			UID:               r.uid,
+			ResourceVersion:   r.resourceVersion,
+			DeletionTimestamp: r.deletionTimestamp.DeepCopy(),
+		},
+		Spec: v1.PodSpec{NodeName: value(r.nodeName)},
+	}
+	if r.tolerations != nil {
+		pod.Spec.Tolerations = make([]v1.Toleration, len(r.tolerations))
+		for i, h := range r.tolerations {
+			k := h.Value()
+			t := &pod.Spec.Tolerations[i]
+			t.Key, t.Operator, t.Value, t.Effect = k.key, v1.TolerationOperator(k.operator), k.value, v1.TaintEffect(k.effect)
+			if k.hasSeconds {
+				seconds := k.seconds
+				t.TolerationSeconds = &seconds
+			}
+		}
+	}
+	if r.conditions != nil {
+		pod.Status.Conditions = append([]v1.PodCondition(nil), r.conditions...)
+	}
+	if r.rare != nil {
+		t := TrimPod(&v1.Pod{TypeMeta: r.rare.typeMeta,
+			Spec:   v1.PodSpec{ResourceClaims: r.rare.resourceClaims},
+			Status: v1.PodStatus{ResourceClaimStatuses: r.rare.resourceClaimStatuses, ExtendedResourceClaimStatus: r.rare.extendedResourceClaimStatus},
+		})
+		pod.TypeMeta = t.TypeMeta
+		pod.Spec.ResourceClaims = t.Spec.ResourceClaims
+		pod.Status.ResourceClaimStatuses = t.Status.ResourceClaimStatuses
+		pod.Status.ExtendedResourceClaimStatus = t.Status.ExtendedResourceClaimStatus
+	}
+	return pod
+}
+
+// Namespace returns the pod's namespace.
+func (r *PodRecord) Namespace() string { return value(r.namespace) }
+
+// Name returns the pod's name.
+func (r *PodRecord) Name() string { return r.name }
+
+// UID returns the pod's UID.
+func (r *PodRecord) UID() types.UID { return r.uid }
+
+// NodeName returns the pod's spec.nodeName: "" while it is not scheduled.
+func (r *PodRecord) NodeName() string { return value(r.nodeName) }
+
+// value is h's string, "" for the zero handle (of a zero PodRecord).
+func value(h unique.Handle[string]) string {
+	if h == (unique.Handle[string]{}) {
+		return ""
+	}
+	return h.Value()
+}
+
+// RecordPods is a transform for client-go's informers (cache.TransformFunc,
+// informers.WithTransform): it turns a *v1.Pod into its *PodRecord and
+// returns anything else as it is, a record included, as a transform must be
+// idempotent.
+func RecordPods(obj any) (any, error) {
+	if pod, ok := obj.(*v1.Pod); ok {
+		return NewPodRecord(pod), nil
+	}
+	return obj, nil
+}
