@@ -27,8 +27,8 @@ import (
 func TestPodRecordIsTrimmedPod(t *testing.T) {
 	deleting := metav1.NewTime(t0)
 	named := map[string]*v1.Pod{
-		"empty": {},
-		"full":  fullPod("web", []v1.Toleration{{Key: "k", Operator: v1.TolerationOpExists, TolerationSeconds: ptr.To[int64](5)}, {Key: "k", Operator: v1.TolerationOpExists}}, condition(v1.PodReady, v1.ConditionTrue, t0), condition(v1.PodScheduled, v1.ConditionTrue, t0), condition(v1.DisruptionTarget, "Maybe", t0)),
+		"empty":          {},
+		"full":           fullPod("web", []v1.Toleration{{Key: "k", Operator: v1.TolerationOpExists, TolerationSeconds: ptr.To[int64](5)}, {Key: "k", Operator: v1.TolerationOpExists}}, condition(v1.PodReady, v1.ConditionTrue, t0), condition(v1.PodScheduled, v1.ConditionTrue, t0), condition(v1.DisruptionTarget, "Maybe", t0)),
 		"empty, not nil": {Spec: v1.PodSpec{Tolerations: []v1.Toleration{}, ResourceClaims: []v1.PodResourceClaim{}}, Status: v1.PodStatus{Conditions: []v1.PodCondition{}}},
 		"deleting":       {ObjectMeta: metav1.ObjectMeta{Name: "a", DeletionTimestamp: &deleting}, TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}},
 	}
