@@ -21,6 +21,11 @@
 // [Countdowns.DecideWithDevices] makes one decision of a pod's node and device
 // taints, so that neither cancels the other.
 //
+// A controller's informer need not cache whole pods: [TrimPod] keeps what
+// these functions (and an eviction's events) read, and a [PodRecord] holds
+// the same in a fifth of that memory, for the largest clusters
+// (informers.WithTransform([RecordPods]); [PodRecord.Pod] gives the pod back).
+//
 // Only a Countdowns reads a clock. Every function is safe for concurrent use
 // while the caller does not modify the slices it passed in, and modifies none;
 // a result shares no backing array with them (but may with the argument of

@@ -231,3 +231,16 @@ func scalePod(i, nodes int) *v1.Pod {
 	pod.Spec.ResourceClaims, pod.Status.ResourceClaimStatuses, pod.Status.ExtendedResourceClaimStatus = nil, nil, nil
 	return pod
 }
+
+func ExamplePodRecord() {
+	pod := fullPod("web", []v1.Toleration{{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](60)}})
+	// An informer caches the record (informers.WithTransform(tolerations.RecordPods));
+	// a handler or a read turns it back into the pod it decides for.
+	r := tolerations.NewPodRecord(pod)
+	fmt.Println(r.Namespace(), r.Name(), r.NodeName())
+	trimmed := r.Pod()
+	fmt.Println(len(trimmed.Spec.Tolerations), *trimmed.Spec.Tolerations[0].TolerationSeconds, len(trimmed.Spec.Containers))
+	// Output:
+	// shop web node-a
+	// 1 60 0
+}
