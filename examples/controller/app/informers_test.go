@@ -46,6 +46,28 @@ func TestPodHandler(t *testing.T) {
 	assert.Empty(t, r.nodes)
 }
 
+// The informer delivers pods as the records it caches: the manager gets
+// the pods they hold, in a tombstone too; a node handler ignores them.
+func TestPodHandlerTurnsRecordsIntoPods(t *testing.T) {
+	var r recorder
+	var errs []string
+	h := app.PodHandler(&r, errorLog(&errs))
+	nodes := app.NodeHandler(&r, errorLog(&errs))
+	old, pod := testPod("web", "uid-1"), testPod("web", "uid-1")
+	pod.Spec.NodeName = "node-2"
+	oldRec, rec := tolerations.NewPodRecord(old), tolerations.NewPodRecord(pod)
+
+	h.OnAdd(rec, false)
+	h.OnUpdate(oldRec, rec)
+	h.OnDelete(rec)
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "default/web", Obj: oldRec})
+	nodes.OnDelete(rec)
+	o, p := tolerations.TrimPod(old), tolerations.TrimPod(pod)
+	assert.Equal(t, [][2]*v1.Pod{{nil, p}, {o, p}, {p, nil}, {o, nil}}, r.pods)
+	assert.Len(t, errs, 1, "the node handler logs the record it cannot use: %q", errs)
+	assert.Empty(t, r.nodes)
+}
+
 func TestNodeHandler(t *testing.T) {
 	var r recorder
 	var errs []string
