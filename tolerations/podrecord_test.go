@@ -40,7 +40,7 @@ func TestPodRecordIsTrimmedPod(t *testing.T) {
 	kept := []v1.PodConditionType{v1.PodScheduled, v1.DisruptionTarget, v1.PodReady}
 	statuses := []v1.ConditionStatus{v1.ConditionTrue, v1.ConditionFalse, v1.ConditionUnknown, "other"}
 	r := rand.New(rand.NewPCG(1, 2))
-	for i := range 2000 {
+	for i := range 500 {
 		pod := &v1.Pod{}
 		f.Fill(pod)
 		for j := range pod.Status.Conditions {
