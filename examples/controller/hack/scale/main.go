@@ -47,7 +47,7 @@ type config struct {
 	qps, burst                   int
 	idle, long, timeout          time.Duration
 	ours, upstream, out, deploy  string
-	phases                       string
+	phases, outages              string
 }
 
 func main() {
@@ -66,6 +66,7 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "scale-results", "directory for the results")
 	flag.StringVar(&cfg.deploy, "deploy", "deploy", "examples/controller/deploy, for the controller's RBAC")
 	flag.StringVar(&cfg.phases, "phases", "startup,outage", "startup, outage, or both")
+	flag.StringVar(&cfg.outages, "outages", "taintkit,upstream,taintkit-rate50", "the controllers whose outage is measured, in order")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -163,7 +164,13 @@ func run(ctx context.Context, cfg config) error {
 	if !hasPhase(cfg, "outage") {
 		return nil
 	}
-	for i, k := range []kind{ours, upstream, rated} {
+	var outages []kind
+	for _, k := range []kind{ours, upstream, rated} {
+		if slices.Contains(strings.Split(cfg.outages, ","), k.name) {
+			outages = append(outages, k)
+		}
+	}
+	for i, k := range outages {
 		if i > 0 {
 			stopCluster()
 			if cl, err = newPopulated(ctx, cfg, rep, "cluster-"+strconv.Itoa(i+1), nil); err != nil {
