@@ -112,8 +112,8 @@ func (c *cluster) observePods(log logr.Logger) cache.ResourceEventHandler {
 // managedFields. The handlers and reads below turn records back into pods
 // (object).
 func trim(obj any) (any, error) {
-	if _, ok := obj.(*v1.Pod); ok {
-		return tolerations.RecordPods(obj)
+	if pod, ok := obj.(*v1.Pod); ok {
+		return tolerations.NewPodRecord(pod), nil
 	}
 	return stripManagedFields(obj)
 }
