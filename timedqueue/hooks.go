@@ -44,7 +44,9 @@ func (q *TimedWorkerQueue[K]) SetRetryHook(f RetryFunc[K]) {
 // runs (a rate limit's token, say); nil removes it. f is asked one call at a
 // time, in the order attempts start (NextAttempt order); it may call the queue
 // but must not block. A refusal is not an attempt (no Attempts, hook or
-// retry): the schedule waits, holding no slot, for the time f gave. A panic
+// retry): the schedule waits, holding no slot, for the time f gave, and is
+// back in line before f is asked about the next attempt, so schedules refused
+// until the same time are asked again in the order they were refused. A panic
 // in f is logged and admits.
 func (q *TimedWorkerQueue[K]) SetAdmitFunc(f AdmitFunc[K]) {
 	q.mu.Lock()
@@ -54,10 +56,17 @@ func (q *TimedWorkerQueue[K]) SetAdmitFunc(f AdmitFunc[K]) {
 
 // admitted asks a's admit func whether a may start, or when to ask again.
 // Attempts ask one at a time, in the order they started: each waits for the
-// one before to pass the turn, which it does whatever the admit func does.
+// one before to pass the turn. An admitted attempt passes it here; a refused
+// one (or one whose admit func called runtime.Goexit) once it is settled, so
+// that it waits in line again before the next is asked.
 func (q *TimedWorkerQueue[K]) admitted(a *attempt[K]) (retryAt time.Time, ok bool) {
 	<-a.turn
-	defer close(a.passTurn) // also if admit panics or calls runtime.Goexit
+	defer func() {
+		if ok { // also if admit panicked: the recover below admits
+			close(a.passTurn)
+			a.passTurn = nil
+		}
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			q.log.Error(fmt.Errorf("%v", r), "Admit func panicked; starting the attempt", "key", a.key, "stack", string(debug.Stack()))

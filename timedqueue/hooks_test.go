@@ -3,6 +3,7 @@ package timedqueue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -204,5 +205,49 @@ func TestAdmitWaitDroppedAtShutdown(t *testing.T) {
 		assert.Equal(t, 0, q.Len())
 		clk.Step(time.Hour)
 		synctest.Wait()
+	})
+}
+
+// A refused schedule is back in line, waiting for the time it was given,
+// before the next attempt is asked: refusals keep their order whatever the
+// clock does meanwhile, so a rate limit's waiting list stays in FireAt order.
+func TestAdmitRefusalIsBackInLineBeforeTheNextIsAsked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		var q *timedqueue.TimedWorkerQueue[int]
+		q, err := timedqueue.New(func(context.Context, int) error { return nil },
+			timedqueue.WithClock(clk), timedqueue.WithMaxConcurrency(8))
+		require.NoError(t, err)
+		later := t0.Add(time.Second)
+		var refused, again []int
+		notInLine := ""
+		q.SetAdmitFunc(func(key int, _, now time.Time) time.Time {
+			if !now.Before(later) {
+				again = append(again, key)
+				return time.Time{}
+			}
+			if len(refused) > 0 { // the one refused just before: by induction, all of them
+				k := refused[len(refused)-1]
+				w, ok := q.GetWorker(k)
+				if (!ok || w.Running || !w.NextAttempt.Equal(later)) && notInLine == "" {
+					notInLine = fmt.Sprintf("asking for %d, %d (refused before) is %+v", key, k, w)
+				}
+			}
+			refused = append(refused, key)
+			return later
+		})
+		const n = 1000
+		for i := range n {
+			require.True(t, q.AddWork(i, t0, t0))
+		}
+		synctest.Wait()
+		require.Len(t, refused, n)
+		assert.Empty(t, notInLine)
+		assert.Equal(t, n, q.Len())
+		clk.Step(time.Second)
+		synctest.Wait()
+		assert.Equal(t, 0, q.Len())
+		assert.Equal(t, refused, again, "asked again in the order refused")
+		require.NoError(t, q.Shutdown(context.Background()))
 	})
 }

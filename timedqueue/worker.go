@@ -33,7 +33,7 @@ type attempt[K comparable] struct {
 	deadline moment                  // with an attempt timeout
 	admit    AdmitFunc[K]            // nil if none was set when it began
 	turn     <-chan struct{}         // with admit: closed when it may ask admit
-	passTurn chan struct{}           // with admit: closed once it asked
+	passTurn chan struct{}           // with admit: closed once it asked and, if refused, was settled; then nil
 	fireAt   time.Time               // with admit: the schedule's
 }
 
@@ -93,7 +93,11 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 
 // finish settles a, logs it, calls a hook, and returns the worker's next attempt.
 func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
+	held := a.passTurn // a refusal's turn, passed once it waits again
 	next, log, hook := q.settle(a, err)
+	if held != nil {
+		close(held)
+	}
 	if log != nil {
 		log()
 	}
