@@ -93,7 +93,7 @@ func (q *TimedWorkerQueue[K]) worker(a *attempt[K]) {
 
 // finish settles a, logs it, calls a hook, and returns the worker's next attempt.
 func (q *TimedWorkerQueue[K]) finish(a *attempt[K], err error) *attempt[K] {
-	held := a.passTurn // a refusal's turn, passed once it waits again
+	held := a.passTurn // not passed yet (refused, or admit called Goexit): pass it once settled
 	next, log, hook := q.settle(a, err)
 	if held != nil {
 		close(held)
