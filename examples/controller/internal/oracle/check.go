@@ -120,6 +120,10 @@ type podLife struct {
 	namespace string
 	name      string
 	segs      []segment
+	// hidden is segs as a replica sees them whose watch a fault broke: a
+	// taint gone and back within the fault never left. Never early
+	// accepts either.
+	hidden    []segment
 	first     time.Time
 	deletion  time.Time // first evidence of a deletionTimestamp; zero if none
 	deleter   string    // the identity (or User-Agent) that set it
@@ -137,6 +141,14 @@ func check(in input) *Report {
 	dev := newDeviceModel(in.devices, in.pods, in.namespace, in.maxPods)
 	rep.HeldRules = dev.heldRules()
 
+	// The faults that may break the controller's watches (not those that
+	// only slow requests).
+	var blind []FaultWindow
+	for _, f := range in.faults {
+		if f.Slowness == 0 {
+			blind = append(blind, f)
+		}
+	}
 	// Pods by UID, and the UIDs each name had, in order.
 	lives := map[types.UID]*podLife{}
 	byName := map[string][]*podLife{}
@@ -145,7 +157,10 @@ func check(in input) *Report {
 		if p.Namespace != in.namespace {
 			continue
 		}
-		l := &podLife{uid: uid, namespace: p.Namespace, name: p.Name, first: obs[0].at, segs: timeline(obs, in.nodes, dev, in.end), seenUntil: in.end}
+		l := &podLife{uid: uid, namespace: p.Namespace, name: p.Name, first: obs[0].at, segs: timeline(obs, in.nodes, dev, in.end, nil), seenUntil: in.end}
+		if len(blind) > 0 {
+			l.hidden = timeline(obs, in.nodes, dev, in.end, blind)
+		}
 		for _, o := range obs {
 			if o.deleted || o.pod.DeletionTimestamp != nil {
 				l.deletion, l.deleter = o.at, "(watch)"
@@ -269,7 +284,7 @@ func check(in input) *Report {
 			if len(l.writes) == 0 && l.deletion.Before(r.Received.Add(-stillDueSlack)) {
 				fail("never twice: %s of a pod terminating since %s (%s)", r, l.deletion.Format("15:04:05.000"), l.deleter)
 			}
-		case !dueAround(l.segs, r.Received):
+		case !dueAround(l.segs, r.Received) && !dueAround(l.hidden, r.Received):
 			fail("never early: %s before the pod was due (%s)", r, describe(l.segs))
 		}
 		l.writes = append(l.writes, r)

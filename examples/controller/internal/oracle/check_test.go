@@ -108,8 +108,80 @@ func refreshed(in *input, d time.Duration) {
 	in.nodes["n"] = append(in.nodes["n"], nodeObs{at: at(d), node: n})
 }
 
+// flapped removes the node's taint at d and adds it again at back, with
+// TimeAdded back.
+func flapped(in *input, d, back time.Duration) {
+	n := in.nodes["n"][0].node.DeepCopy()
+	n.Spec.Taints = nil
+	in.nodes["n"] = append(in.nodes["n"], nodeObs{at: at(d), node: n})
+	refreshed(in, back)
+}
+
 func TestCheck(t *testing.T) {
 	for name, s := range map[string]scenario{
+		"flapped, deleted at the first countdown's end": {
+			tol:      ptrSeconds(5),
+			requests: []Request{del("d1", 5*time.Second, 200)},
+			extra: func(in *input) {
+				flapped(in, 2*time.Second, 2200*time.Millisecond)
+				deleted(in, 5*time.Second, 200)
+			},
+			wantViol:  []string{"never early"},
+			wantEvict: 1,
+		},
+		"flapped, deleted at the second countdown's end": {
+			tol:      ptrSeconds(5),
+			requests: []Request{del("d1", 7200*time.Millisecond, 200)},
+			extra: func(in *input) {
+				flapped(in, 2*time.Second, 2200*time.Millisecond)
+				deleted(in, 7200*time.Millisecond, 200)
+			},
+			wantEvict: 1,
+		},
+		// A restarted API server's watchers relist: a taint that left and
+		// came back meanwhile is, to them, a taint refreshed in place.
+		"flapped while the API server was away, deleted at the first countdown's end": {
+			tol:      ptrSeconds(5),
+			requests: []Request{del("d1", 5*time.Second, 200)},
+			faults:   []FaultWindow{{Name: "restart", Start: at(time.Second), End: at(1500 * time.Millisecond)}},
+			extra: func(in *input) {
+				flapped(in, 2*time.Second, 2200*time.Millisecond)
+				deleted(in, 5*time.Second, 200)
+			},
+			wantEvict: 1,
+		},
+		"flapped while the API server was away, deleted at the second countdown's end": {
+			tol:      ptrSeconds(5),
+			requests: []Request{del("d1", 7200*time.Millisecond, 200)},
+			faults:   []FaultWindow{{Name: "restart", Start: at(time.Second), End: at(1500 * time.Millisecond)}},
+			extra: func(in *input) {
+				flapped(in, 2*time.Second, 2200*time.Millisecond)
+				deleted(in, 7200*time.Millisecond, 200)
+			},
+			wantEvict: 1,
+		},
+		"flapped while requests were slowed, deleted at the first countdown's end": {
+			tol:      ptrSeconds(5),
+			requests: []Request{del("d1", 5*time.Second, 200)},
+			faults:   []FaultWindow{{Name: "slow", Start: at(time.Second), End: at(3 * time.Second), Slowness: time.Second}},
+			extra: func(in *input) {
+				flapped(in, 2*time.Second, 2200*time.Millisecond)
+				deleted(in, 5*time.Second, 200)
+			},
+			wantViol:  []string{"never early"},
+			wantEvict: 1,
+		},
+		"flapped long after the API server was back, deleted at the first countdown's end": {
+			tol:      ptrSeconds(5),
+			requests: []Request{del("d1", 5*time.Second, 200)},
+			faults:   []FaultWindow{{Name: "restart", Start: at(-10 * time.Second), End: at(-8 * time.Second)}},
+			extra: func(in *input) {
+				flapped(in, 2*time.Second, 2200*time.Millisecond)
+				deleted(in, 5*time.Second, 200)
+			},
+			wantViol:  []string{"never early"},
+			wantEvict: 1,
+		},
 		"refreshed in place, deleted at its first TimeAdded's deadline": {
 			tol:      ptrSeconds(5),
 			requests: []Request{del("d1", 5*time.Second, 200)},

@@ -100,7 +100,11 @@ type segment struct {
 // in each state (their starts and the tolerations, fixed at allocation,
 // already fix it), and the pod's the earlier of both. The last segment
 // ends at end, or at the pod's deletion, whichever is first.
-func timeline(obs []podObs, nodes map[string][]nodeObs, dev *deviceModel, end time.Time) []segment {
+//
+// With blind windows, a taint that left the node and came back within one
+// counts as never gone (refreshed in place): what a watcher that relisted
+// after the window saw.
+func timeline(obs []podObs, nodes map[string][]nodeObs, dev *deviceModel, end time.Time, blind []FaultWindow) []segment {
 	var times []time.Time
 	for _, o := range obs {
 		times = append(times, o.at)
@@ -137,6 +141,7 @@ func timeline(obs []podObs, nodes map[string][]nodeObs, dev *deviceModel, end ti
 		podSeen    time.Time
 		podNode    string
 		node       *corev1.Node
+		gone       = map[string]time.Time{} // with blind: taints absent since, not yet forgotten
 	)
 	// The node's taints' first sights, from its states before the pod's.
 	advanceNode := func(t time.Time) {
@@ -147,6 +152,13 @@ func timeline(obs []podObs, nodes map[string][]nodeObs, dev *deviceModel, end ti
 				for i := range node.Spec.Taints {
 					id := taintID(&node.Spec.Taints[i])
 					present[id] = true
+					if since, ok := gone[id]; ok {
+						delete(gone, id)
+						if !hiddenGap(blind, since, nobs[ni].at) {
+							delete(taintSeen, id)
+							delete(firstAdded, id)
+						}
+					}
 					if _, ok := taintSeen[id]; !ok {
 						taintSeen[id] = nobs[ni].at
 					}
@@ -158,7 +170,13 @@ func timeline(obs []podObs, nodes map[string][]nodeObs, dev *deviceModel, end ti
 				}
 			}
 			for id := range taintSeen {
-				if !present[id] {
+				switch {
+				case present[id]:
+				case len(blind) > 0:
+					if _, ok := gone[id]; !ok {
+						gone[id] = nobs[ni].at
+					}
+				default:
 					delete(taintSeen, id)
 					delete(firstAdded, id)
 				}
@@ -242,6 +260,19 @@ func seenAfter(times []time.Time, t time.Time, pod *corev1.Pod, podSeen time.Tim
 		}
 	}
 	return segs
+}
+
+// hiddenGap reports whether a taint absent from since to back was gone
+// within one blind window, which ends faultBound after its fault: a watch
+// broken by the fault resumes with a relist that shows no gap.
+func hiddenGap(blind []FaultWindow, since, back time.Time) bool {
+	for _, w := range blind {
+		until := w.End.Add(faultBound)
+		if !since.Before(w.Start) && !back.After(until) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasTaint(node *corev1.Node, id string) bool {

@@ -39,7 +39,12 @@
 //     watches of pods, nodes and DRA objects are separate streams, so the
 //     change that made a pod due may be seen with or after the terminating
 //     state its eviction wrote: the states of its node and devices seen
-//     within 1 s after that are judged with the pod as it was before;
+//     within 1 s after that are judged with the pod as it was before. A
+//     fault that may break the controller's watches ([Oracle.Fault]) can
+//     hide a taint that left its node and came back: a watch resumed by a
+//     relist sees it refreshed in place, and so keeps its first countdown.
+//     A taint gone and back between the fault's start and 5 s after its
+//     end may be judged either way;
 //   - never lost: a pod that stays due has a deletionTimestamp by its
 //     deadline + 2 s; when a fault was active then, by the fault's end plus
 //     5 s ([Oracle.Fault]), or, for a fault that only slowed requests, by
