@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"golang.org/x/time/rate"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/taintkit/taintkit/timedqueue"
@@ -155,9 +154,10 @@ func ExampleTimedWorkerQueue_SetRetryHook() {
 	// gave up on default/web-1 after 3 attempts: pod has a finalizer
 }
 
-// An admit func that lets at most two attempts start per second, in the order
-// they come due: a token bucket from golang.org/x/time/rate, on the queue's
-// clock. Attempts it refuses wait in the queue, holding no slot.
+// An admit func that paces starts, one per 500 ms on the queue's clock, in
+// the order they come due. Attempts it refuses wait in the queue, holding no
+// slot. A token bucket (golang.org/x/time/rate's Limiter.ReserveN) plugs in
+// the same way: admit when a token is there, else return when the next comes.
 func ExampleTimedWorkerQueue_SetAdmitFunc() {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := testingclock.NewFakeClock(t0)
@@ -168,15 +168,15 @@ func ExampleTimedWorkerQueue_SetAdmitFunc() {
 		return nil
 	}, timedqueue.WithClock(clk))
 	defer q.Shutdown(context.Background())
-	lim := rate.NewLimiter(2, 1) // 2 per second, one at a time
+	const interval = 500 * time.Millisecond
+	var next time.Time // the admit func is asked one call at a time
 	q.SetAdmitFunc(func(pod string, fireAt, now time.Time) time.Time {
-		if lim.AllowN(now, 1) {
-			return time.Time{} // start now
+		if now.Before(next) {
+			refused <- pod
+			return next // ask again then
 		}
-		r := lim.ReserveN(now, 1) // when the next token comes…
-		defer r.CancelAt(now)     // …without keeping it: ask again then
-		refused <- pod
-		return now.Add(r.DelayFrom(now))
+		next = now.Add(interval)
+		return time.Time{} // start now
 	})
 
 	for _, pod := range []string{"web-1", "web-2", "web-3"} {

@@ -7,12 +7,13 @@
 #   Prints the binary's path on stdout. Builds only if that file is missing.
 #   TAINTKIT_CACHE  cache directory (default: ${XDG_CACHE_HOME:-$HOME/.cache}/taintkit)
 #
-# The version is the k8s.io/kubernetes requirement of hack/kube-apiserver/go.mod;
-# internal/testenv looks for the same file name. A cold build takes about 5
+# The version is the k8s.io/kubernetes requirement of bench/upstream/go.mod
+# (the module of everything built from k8s.io/kubernetes, which names
+# cmd/kube-apiserver as a tool); internal/testenv looks for the same file name. A cold build takes about 5
 # minutes on 2 cores. No -trimpath: the API server resolves some files through
 # its source path.
 set -euo pipefail
-mod="$(cd "$(dirname "$0")/kube-apiserver" && pwd)"
+mod="$(cd "$(dirname "$0")/../../../bench/upstream" && pwd)"
 cd "$mod"
 
 version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)

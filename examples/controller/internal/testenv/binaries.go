@@ -9,7 +9,7 @@ import (
 )
 
 // KubernetesVersion is the version of the kube-apiserver the tests run. It
-// matches the k8s.io/kubernetes requirement of hack/kube-apiserver/go.mod.
+// matches the k8s.io/kubernetes requirement of bench/upstream/go.mod.
 const KubernetesVersion = "v1.37.2"
 
 // BuildCommand is the command, run from the repository root, that builds the

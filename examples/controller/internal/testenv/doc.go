@@ -27,15 +27,16 @@
 // file named by $TAINTKIT_ETCD. The kube-apiserver is built once from
 // k8s.io/kubernetes through the Go module proxy by
 // examples/controller/hack/build-kube-apiserver.sh into a cache directory, or
-// is the file named by $TAINTKIT_KUBE_APISERVER. Building it is a module of its
-// own (hack/kube-apiserver), so this module's go.mod keeps only client-go.
+// is the file named by $TAINTKIT_KUBE_APISERVER. It is built in bench/upstream,
+// the module of everything built from k8s.io/kubernetes, so that this module
+// does not require all of Kubernetes.
 //
 // # Why not envtest
 //
 // controller-runtime's envtest does the same start-up, but we need only
-// start/stop, certificates and a rest.Config; it would add controller-runtime
-// and its dependencies to a module that shows a controller written on plain
-// client-go. The in-process test server of k8s.io/kubernetes
+// start/stop, certificates and a rest.Config, on the same binaries; a
+// controller written on plain client-go should not need controller-runtime's
+// test harness to be tested. The in-process test server of k8s.io/kubernetes
 // (cmd/kube-apiserver/app/testing) would put all of Kubernetes into every
 // test binary: a five-minute build under -race instead of one cached binary.
 //
