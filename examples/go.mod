@@ -2,7 +2,7 @@ module github.com/taintkit/taintkit/examples
 
 go 1.26.0
 
-replace github.com/taintkit/taintkit => ../
+replace github.com/taintkit/taintkit => ..
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0

@@ -17,7 +17,6 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
-apidiff_version=v0.0.0-20261113113407-e3970619a1a4 # golang.org/x/exp
 packages=(timedqueue tolerations sharding)
 
 release=$(grep -E '^v[0-9]+\.[0-9]+\.[0-9]+ [0-9a-f]{40}$' RELEASES | tail -n 1 || true)
@@ -45,8 +44,9 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-GOBIN="$tmp/bin" go install "golang.org/x/exp/cmd/apidiff@$apidiff_version"
-apidiff="$tmp/bin/apidiff"
+# apidiff is a tool of the scripts module (scripts/go.mod pins its version).
+go -C scripts build -o "$tmp/apidiff" golang.org/x/exp/cmd/apidiff
+apidiff="$tmp/apidiff"
 mkdir "$tmp/old"
 git archive "$commit" | tar -x -C "$tmp/old"
 

@@ -10,8 +10,10 @@ cd "$(dirname "$0")/.."
 count=${1:-10}
 out=${2:-bench-results}
 mkdir -p "$out"
-command -v benchstat >/dev/null || go install golang.org/x/perf/cmd/benchstat@latest
-PATH="$(go env GOPATH)/bin:$PATH"
+root=$(pwd)
+out=$(mkdir -p "$out" && cd "$out" && pwd)
+# benchstat is a tool of the scripts module (scripts/go.mod pins its version).
+benchstat() { go -C "$root/scripts" tool benchstat "$@"; }
 
 run() { # name, package, regexp, benchtime
 	echo "== $1" >&2
@@ -27,7 +29,7 @@ run timedqueue-burst ./timedqueue/ 'Burst' 1x
 run timedqueue-lateness ./timedqueue/ 'Lateness' 1x
 # Against upstream's own TimedWorkerQueue and v1helper, in a module of its own
 # (bench/upstream requires k8s.io/kubernetes; the root module does not).
-(cd bench/upstream && go test -run '^$' -bench . -benchmem -count "$count" . | tee "../../$out/upstream.txt" >/dev/null)
+(cd bench/upstream && go test -run '^$' -bench . -benchmem -count "$count" . | tee "$out/upstream.txt" >/dev/null)
 benchstat -col /impl "$out/upstream.txt" > "$out/upstream.stat" || true
-go test -run '^$' -bench 'EvictAll/nodes=5000' -benchtime 1x -count 3 ./examples/internal/manager/ | tee "$out/noexecute-scale.txt" >/dev/null
+(cd examples && go test -run '^$' -bench 'EvictAll/nodes=5000' -benchtime 1x -count 3 ./internal/manager/ | tee "$out/noexecute-scale.txt" >/dev/null)
 echo "results in $out/ (*.stat are the benchstat summaries)" >&2

@@ -4,7 +4,7 @@
 // With no flags it plays a scripted scenario on a fake clock and prints a
 // timeline with offsets from t0; the output is the same on every run:
 //
-//	go run ./examples/noexecute
+//	go -C examples run ./noexecute
 //
 // -real plays the same scenario on real timers, sped up by -scale (0.01
 // turns 300 s into 3 s). -nodes N -pods-per-node M instead taints N nodes

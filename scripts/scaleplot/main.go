@@ -1,7 +1,7 @@
 // Command scaleplot draws the scale harness's deletions.csv (hack/scale) as a
 // PNG: for each controller, the tainted pods deleted so far against the
-// seconds since the taint's TimeAdded, and the pods due so far. It is a module of its own so that the plotting library stays out of
-// examples/controller's module.
+// seconds since the taint's TimeAdded, and the pods due so far. It is in the
+// scripts module, so that the plotting library stays out of the examples'.
 package main
 
 import (

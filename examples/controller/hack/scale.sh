@@ -30,13 +30,14 @@ export TAINTKIT_KUBE_APISERVER TAINTKIT_ETCD
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 # The binary's name is the first word of upstream's User-Agent.
-(cd "$root/bench/upstream-controller" && go build -o "$bin/upstream-taint-eviction" .)
+(cd "$root/bench/upstream" && go build -o "$bin/upstream-taint-eviction" ./cmd/upstream-taint-eviction)
 (cd "$here" && go build -o "$bin/taintkit-noexecute" . && go build -o "$bin/scale" ./hack/scale)
 (cd "$here" && "$bin/scale" --nodes "$nodes" --pods "$pods" --out "$out" --deploy deploy \
 	--taintkit "$bin/taintkit-noexecute" --upstream "$bin/upstream-taint-eviction" "$@")
-# The plot, in a module of its own (the plotting library stays out of this one),
-# if there were deletions to plot (--phases startup has none).
+# The plot, by scripts/scaleplot (the scripts module: the plotting library
+# stays out of the examples), if there were deletions to plot (--phases
+# startup has none).
 if [ "$(wc -l <"$out/deletions.csv")" -gt 1 ]; then
-	(cd "$here/hack/scaleplot" && go run . --in "$out/deletions.csv" --out "$out/deletions.png")
+	(cd "$root/scripts" && go run ./scaleplot --in "$out/deletions.csv" --out "$out/deletions.png")
 fi
 cat "$out/summary.txt"

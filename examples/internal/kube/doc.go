@@ -4,9 +4,7 @@
 // DisruptionTarget condition, deletes and evicts with a UID precondition
 // ([PodClient]).
 //
-// It is a module of its own, so that the taintkit module requires neither
-// Prometheus nor client-go, and it is internal to examples/: both
-// controller modules import it through a replace directive, users cannot.
-// Package kubetest holds what both modules' tests use: a fake API server
+// It is internal to examples/: both controllers import it, users cannot.
+// Package kubetest holds what both controllers' tests use: a fake API server
 // that checks UIDs as the real one does, and readers of gathered metrics.
 package kube

@@ -38,8 +38,7 @@ import (
 )
 
 // KubernetesVersion is the version of the kube-apiserver the build script
-// builds: the k8s.io/kubernetes requirement of
-// examples/controller/hack/kube-apiserver/go.mod.
+// builds: the k8s.io/kubernetes requirement of bench/upstream/go.mod.
 const KubernetesVersion = "v1.37.2"
 
 // BuildScript builds the kube-apiserver, run from the repository's root.

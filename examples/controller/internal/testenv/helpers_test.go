@@ -188,9 +188,9 @@ func TestStartReportsMissingBinary(t *testing.T) {
 
 // The binary the tests look for is the one the build script makes.
 func TestKubernetesVersionMatchesBuildModule(t *testing.T) {
-	gomod, err := os.ReadFile("../../hack/kube-apiserver/go.mod")
+	gomod, err := os.ReadFile("../../../../bench/upstream/go.mod")
 	require.NoError(t, err)
 	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v\S+)`).FindSubmatch(gomod)
-	require.NotNil(t, m, "no k8s.io/kubernetes requirement in hack/kube-apiserver/go.mod")
+	require.NotNil(t, m, "no k8s.io/kubernetes requirement in bench/upstream/go.mod")
 	assert.Equal(t, testenv.KubernetesVersion, string(m[1]))
 }
