@@ -131,7 +131,7 @@ func (m Matcher) decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt,
 		// deadline would be in the past, so refuse to evict rather than evict.
 		return Decision{}, -1
 	}
-	bound := known(boundAt, now)
+	bound := pastOrNow(boundAt, now)
 	var d Decision // Never
 	due := -1
 	for i := range taints {
@@ -143,7 +143,7 @@ func (m Matcher) decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt,
 		if j >= 0 && tolerations[j].TolerationSeconds == nil {
 			continue // tolerated forever: no deadline
 		}
-		end := latest(known(taintStart(taint, remembered), now), bound)
+		end := latest(pastOrNow(taintStart(taint, remembered), now), bound)
 		switch {
 		case j < 0:
 			if !d.Untolerated {
@@ -191,8 +191,9 @@ func latest(a, b time.Time) time.Time {
 	return a
 }
 
-// known returns t, or now if t is unknown (zero) or after now.
-func known(t, now time.Time) time.Time {
+// pastOrNow returns t if it is known (not zero) and not after now, else now:
+// an unknown start, or one after now (clock skew), counts as now.
+func pastOrNow(t, now time.Time) time.Time {
 	if t.IsZero() || t.After(now) {
 		return now
 	}
