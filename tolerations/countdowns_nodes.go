@@ -143,7 +143,7 @@ type taintIdentity struct {
 }
 
 // taintID returns the hash of taint's identity, its start taken from
-// remembered as [Matcher.decide] takes it. Two taints collide with
+// remembered as [Matcher.decideFromStarts] takes it. Two taints collide with
 // probability 2⁻⁶⁴.
 func (c *Countdowns) taintID(taint *v1.Taint, remembered []v1.Taint) uint64 {
 	var start int64
