@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/taintkit/taintkit/internal/mapshrink"
 )
 
 // Countdowns decides evictions as [Matcher.Decide] does, from a memory of
@@ -54,6 +56,12 @@ type Countdowns struct {
 // nodes) are split into by hash, so that goroutines deciding for different
 // pods seldom wait for each other.
 const stripes = 32
+
+// shrinkPolicy is when a stripe's map is rebuilt to fit (Go maps never give
+// memory back): once down to a quarter of a peak of at least 256 entries, or
+// empty after a peak of more than one group of slots, so that forgotten pods
+// and nodes give their memory back.
+var shrinkPolicy = mapshrink.Policy{MinPeak: 256, FreeEmpty: true}
 
 // podStripe holds the pods whose key hashes to it.
 type podStripe struct {
@@ -377,5 +385,5 @@ func (c *Countdowns) forgetPodLocked(st *podStripe, key uint64) {
 	}
 	delete(st.m, key)
 	c.podCount.Add(-1)
-	st.m = rebuildIfShrunk(st.m, &st.peak)
+	st.m = mapshrink.Fit(shrinkPolicy, st.m, &st.peak)
 }
