@@ -1,5 +1,7 @@
 package sharding
 
+import "github.com/taintkit/taintkit/internal/mapshrink"
+
 // phase is where an item stands in its lane.
 type phase uint8
 
@@ -35,6 +37,11 @@ type lane[T comparable] struct {
 // laneRebuildAt is the smallest peak after which a lane's map, once down to
 // a quarter of its peak, is rebuilt to fit: see forget.
 const laneRebuildAt = 1024
+
+// laneShrinkPolicy is when forget rebuilds a lane's map. An empty lane keeps
+// its map below laneRebuildAt: lanes empty all the time (a worker keeping up
+// with its adds), and would otherwise allocate a map at every refill.
+var laneShrinkPolicy = mapshrink.Policy{MinPeak: laneRebuildAt}
 
 // outcome is what the end of an attempt did to an item.
 type outcome uint8
@@ -132,27 +139,13 @@ func (l *lane[T]) retryDue(item T, gen uint64) bool {
 
 // forget deletes item's state. Go maps never shrink, so once the lane holds
 // a quarter of a peak of at least laneRebuildAt items, the map is rebuilt to
-// fit (or dropped, if empty): a mass of items handled while a few wait for a
+// fit ([mapshrink.Fit]): a mass of items handled while a few wait for a
 // retry must not keep the mass's memory. A lane keeps at most laneRebuildAt
 // items' worth beyond what it holds, and a small lane that empties and fills
-// again reuses its map. The copy costs less than the three quarters of the
-// peak deleted since the map was made, so it is amortised O(1) per deletion;
-// and the rebuilt map's peak is its size, so a lane hovering around the
-// threshold rebuilds once, not at every step.
+// again reuses its map.
 func (l *lane[T]) forget(item T) {
 	delete(l.items, item)
-	if l.peak < laneRebuildAt || len(l.items) > l.peak/4 {
-		return
-	}
-	if len(l.items) == 0 {
-		l.items, l.peak = nil, 0
-		return
-	}
-	fresh := make(map[T]itemState, len(l.items))
-	for k, v := range l.items {
-		fresh[k] = v
-	}
-	l.items, l.peak = fresh, len(fresh)
+	l.items = mapshrink.Fit(laneShrinkPolicy, l.items, &l.peak)
 }
 
 // drain empties the lane of queued and retry-waiting items and returns them,
