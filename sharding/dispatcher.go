@@ -29,28 +29,28 @@ type Dispatcher[H, L comparable] struct {
 
 	started atomic.Bool
 
-	rmu   sync.Mutex // guards high.heap, low.heap and rseq; taken before a shard's mu
-	rseq  uint64
-	rwake chan struct{} // capacity 1: a retry became the earliest
+	retryMu   sync.Mutex    // guards high.heap, low.heap and retrySeq; taken before a shard's mu
+	retrySeq  uint64        // numbers the retries scheduled: equal due times keep failure order
+	retryWake chan struct{} // capacity 1: a retry became the earliest
 
-	// dueHint is the earliest due time over both retry heaps, as
-	// dueNanos says, or noRetry if both are empty. It is written with rmu
-	// held, after the due retries it no longer covers were queued, so a
-	// worker or add that reads a hint later than its own now knows every
-	// retry due by then is already in its lane.
+	// dueHint is the earliest due time over both retry heaps, as dueNanos
+	// says, or noRetry if both are empty. It is written with retryMu held,
+	// after the due retries it no longer covers were queued, so a worker or
+	// add that reads a hint later than its own now knows every retry due by
+	// then is already in its lane.
 	dueHint atomic.Int64
 }
 
 // dispatcherLane is the dispatcher-wide side of one lane (its key func,
 // handler, metrics and retry heap), as lane is a shard's side; T is H or L.
 type dispatcherLane[H, L, T comparable] struct {
-	lane   Lane
+	id     Lane
 	key    func(T) string
 	handle func(context.Context, T) error
 	of     func(*shard[H, L]) *lane[T]
 	drop   func(item T, attempts int, err error) Drop[H, L]
 	m      laneMetrics
-	heap   retryHeap[T] // guarded by Dispatcher.rmu
+	heap   retryHeap[T] // guarded by Dispatcher.retryMu
 }
 
 // New returns a Dispatcher for cfg, or an error naming the first invalid
@@ -65,13 +65,13 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 		n = DefaultShards
 	}
 	d := &Dispatcher[H, L]{
-		shards:   make([]*shard[H, L], n),
-		n:        uint32(n),
-		clock:    cfg.Clock,
-		retry:    cfg.Retry.withDefaults(),
-		maxBurst: cfg.MaxHighBurst,
-		onDrop:   cfg.OnDrop,
-		rwake:    make(chan struct{}, 1),
+		shards:    make([]*shard[H, L], n),
+		n:         uint32(n),
+		clock:     cfg.Clock,
+		retry:     cfg.Retry.withDefaults(),
+		maxBurst:  cfg.MaxHighBurst,
+		onDrop:    cfg.OnDrop,
+		retryWake: make(chan struct{}, 1),
 	}
 	d.dueHint.Store(noRetry)
 	if d.clock == nil {
@@ -90,7 +90,7 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 		d.shards[i] = &shard[H, L]{wake: make(chan struct{}, 1)}
 	}
 	d.high = dispatcherLane[H, L, H]{
-		lane:   LaneHigh,
+		id:     LaneHigh,
 		key:    cfg.HighKey,
 		handle: cfg.HandleHigh,
 		of:     func(s *shard[H, L]) *lane[H] { return &s.hi },
@@ -100,7 +100,7 @@ func New[H, L comparable](cfg Config[H, L]) (*Dispatcher[H, L], error) {
 		m: newLaneMetrics(cfg.Metrics, cfg.Name, LaneHigh),
 	}
 	d.low = dispatcherLane[H, L, L]{
-		lane:   LaneLow,
+		id:     LaneLow,
 		key:    cfg.LowKey,
 		handle: cfg.HandleLow,
 		of:     func(s *shard[H, L]) *lane[L] { return &s.lo },
@@ -125,18 +125,18 @@ func (d *Dispatcher[H, L]) AddHigh(item H) { add(d, &d.high, item) }
 // AddLow adds a low-priority item, as [Dispatcher.AddHigh] does a high one.
 func (d *Dispatcher[H, L]) AddLow(item L) { add(d, &d.low, item) }
 
-func add[H, L, T comparable](d *Dispatcher[H, L], rt *dispatcherLane[H, L, T], item T) {
+func add[H, L, T comparable](d *Dispatcher[H, L], lane *dispatcherLane[H, L, T], item T) {
 	// A refused add is counted and logged, never passed to OnDrop: a hook
 	// that re-adds what it is given would otherwise recurse without end.
 	if !validItem(item) {
-		rt.m.refused()
-		d.log.Error(ErrInvalidItem, "Dropping item", "lane", rt.lane)
+		lane.m.refused()
+		d.log.Error(ErrInvalidItem, "Dropping item", "lane", lane.id)
 		return
 	}
-	key, err := shardKey(rt.key, item)
+	key, err := shardKey(lane.key, item)
 	if err != nil {
-		rt.m.refused()
-		d.log.Error(err, "Dropping item: shard key func panicked", "lane", rt.lane, "item", item,
+		lane.m.refused()
+		d.log.Error(err, "Dropping item: shard key func panicked", "lane", lane.id, "item", item,
 			"stack", string(err.(*PanicError).Stack))
 		return
 	}
@@ -146,19 +146,19 @@ func add[H, L, T comparable](d *Dispatcher[H, L], rt *dispatcherLane[H, L, T], i
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		rt.m.refused()
-		d.log.V(2).Info("Dropping item added after the dispatcher stopped", "lane", rt.lane, "item", item)
+		lane.m.refused()
+		d.log.V(2).Info("Dropping item added after the dispatcher stopped", "lane", lane.id, "item", item)
 		return
 	}
-	queued, retryCancelled := rt.of(s).add(item)
+	queued, retryCancelled := lane.of(s).add(item)
 	s.mu.Unlock()
 	if retryCancelled {
-		rt.m.backoff.Dec()
+		lane.m.backoff.Dec()
 	}
 	if queued {
 		// Metrics are called after the unlock, so a worker's Dec can
 		// overtake this Inc: the gauge may read one low for a moment.
-		rt.m.depth.Inc()
+		lane.m.depth.Inc()
 		s.signal()
 	}
 }
@@ -261,12 +261,12 @@ func (d *Dispatcher[H, L]) workLoop(ctx context.Context, idx int) {
 	}
 }
 
-// handle runs one attempt of item, taken from lane rt of shard idx, and
+// handle runs one attempt of item, taken from lane in shard idx, and
 // settles it.
-func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx int, rt *dispatcherLane[H, L, T], item T) {
-	rt.m.depth.Dec()
+func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx int, lane *dispatcherLane[H, L, T], item T) {
+	lane.m.depth.Dec()
 	var start time.Time
-	if rt.m.timed {
+	if lane.m.timed {
 		start = d.clock.Now()
 	}
 	// One deferred call, and a flag rather than a goroutine per call, tells
@@ -284,28 +284,28 @@ func handle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 			err = &PanicError{Value: r, Stack: debug.Stack()}
 		} else {
 			err = ErrGoexit
-			d.log.Error(err, "Handler called runtime.Goexit", "lane", rt.lane, "item", item,
+			d.log.Error(err, "Handler called runtime.Goexit", "lane", lane.id, "item", item,
 				"stack", string(debug.Stack()))
 		}
-		settle(ctx, d, idx, rt, item, start, err)
+		settle(ctx, d, idx, lane, item, start, err)
 	}()
-	err := rt.handle(ctx, item)
+	err := lane.handle(ctx, item)
 	returned = true
-	settle(ctx, d, idx, rt, item, start, err)
+	settle(ctx, d, idx, lane, item, start, err)
 }
 
 // settle records the end of an attempt of item that returned err: it frees
 // the item, requeues it, schedules its retry or drops it.
-func settle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx int, rt *dispatcherLane[H, L, T], item T, start time.Time, err error) {
+func settle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx int, lane *dispatcherLane[H, L, T], item T, start time.Time, err error) {
 	// end is read before anything else is reported, so a retry's due time
 	// never depends on when the metrics or the log were called: a clock
 	// step made after the retries counter moved is seen by the retry.
 	var end time.Time
-	if rt.m.timed || err != nil {
+	if lane.m.timed || err != nil {
 		end = d.clock.Now()
 	}
-	if rt.m.timed {
-		rt.m.duration.Observe(end.Sub(start).Seconds())
+	if lane.m.timed {
+		lane.m.duration.Observe(end.Sub(start).Seconds())
 	}
 
 	s := d.shards[idx]
@@ -318,36 +318,36 @@ func settle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 	// A handler failing once ctx is done most likely failed because of it:
 	// that is the shutdown, not a failure to count, retry or report.
 	stopping := err != nil && ctx.Err() != nil
-	out, attempts := rt.of(s).done(item, err != nil, stopping, d.retry.MaxAttempts, gen)
+	out, attempts := lane.of(s).done(item, err != nil, stopping, d.retry.MaxAttempts, gen)
 	s.mu.Unlock()
 
 	if pe, ok := err.(*PanicError); ok {
-		d.log.Error(pe, "Handler panicked", "lane", rt.lane, "item", item, "stack", string(pe.Stack))
+		d.log.Error(pe, "Handler panicked", "lane", lane.id, "item", item, "stack", string(pe.Stack))
 	}
 	switch out {
 	case outcomeRequeue:
-		rt.m.depth.Inc()
+		lane.m.depth.Inc()
 		// No signal needed: this worker looks at its lanes next.
 		if err != nil {
 			d.log.V(2).Info("Handler failed; not retried, the item was added again meanwhile and is queued",
-				"lane", rt.lane, "item", item, "err", err)
+				"lane", lane.id, "item", item, "err", err)
 		}
 	case outcomeStopped:
-		rt.m.depth.Inc()
+		lane.m.depth.Inc()
 		d.log.V(2).Info("Handler failed while the dispatcher was stopping; the item will be dropped",
-			"lane", rt.lane, "item", item, "err", err)
+			"lane", lane.id, "item", item, "err", err)
 	case outcomeRetry:
-		rt.m.retries.Inc()
-		rt.m.backoff.Inc()
+		lane.m.retries.Inc()
+		lane.m.backoff.Inc()
 		wait := d.retry.backoff(attempts)
-		d.log.V(2).Info("Handler failed, will retry", "lane", rt.lane, "item", item,
+		d.log.V(2).Info("Handler failed, will retry", "lane", lane.id, "item", item,
 			"failedAttempts", attempts, "retryIn", wait, "err", err)
-		scheduleRetry(d, rt, retryEntry[T]{due: end.Add(wait), gen: gen, shard: idx, item: item})
+		scheduleRetry(d, lane, retryEntry[T]{due: end.Add(wait), gen: gen, shard: idx, item: item})
 	case outcomeDrop:
-		rt.m.failed()
-		err = fmt.Errorf("sharding: %s item dropped after %d failed attempts: %w", rt.lane, attempts, err)
-		d.log.Error(err, "Dropping item", "lane", rt.lane, "item", item)
-		d.reportDrop(rt.drop(item, attempts, err))
+		lane.m.failed()
+		err = fmt.Errorf("sharding: %s item dropped after %d failed attempts: %w", lane.id, attempts, err)
+		d.log.Error(err, "Dropping item", "lane", lane.id, "item", item)
+		d.reportDrop(lane.drop(item, attempts, err))
 	}
 }
 

@@ -232,48 +232,14 @@ func (e *env) gated(cfg *sharding.Config[string, string], g *gate) {
 	cfg.HandleLow = func(ctx context.Context, p string) error { e.record("L:" + p); g.wait(ctx, p); return nil }
 }
 
-func TestNewRejectsInvalidConfig(t *testing.T) {
-	valid := newEnv().config
-	tests := []struct {
-		name   string
-		modify func(*sharding.Config[string, string])
-		want   string
-	}{
-		{"nil HandleHigh", func(c *sharding.Config[string, string]) { c.HandleHigh = nil }, "sharding: HandleHigh must not be nil"},
-		{"nil HandleLow", func(c *sharding.Config[string, string]) { c.HandleLow = nil }, "sharding: HandleLow must not be nil"},
-		{"nil HighKey", func(c *sharding.Config[string, string]) { c.HighKey = nil }, "sharding: HighKey must not be nil"},
-		{"nil LowKey", func(c *sharding.Config[string, string]) { c.LowKey = nil }, "sharding: LowKey must not be nil"},
-		{"negative Shards", func(c *sharding.Config[string, string]) { c.Shards = -1 }, "sharding: Shards must not be negative, got -1"},
-		{"negative MaxHighBurst", func(c *sharding.Config[string, string]) { c.MaxHighBurst = -2 }, "sharding: MaxHighBurst must not be negative, got -2"},
-		{"negative MaxAttempts", func(c *sharding.Config[string, string]) { c.Retry.MaxAttempts = -1 },
-			"sharding: Retry.MaxAttempts must not be negative, got -1"},
-		{"negative InitialBackoff", func(c *sharding.Config[string, string]) { c.Retry.InitialBackoff = -time.Second },
-			"sharding: Retry.InitialBackoff must not be negative, got -1s"},
-		{"negative MaxBackoff", func(c *sharding.Config[string, string]) { c.Retry.MaxBackoff = -time.Second },
-			"sharding: Retry.MaxBackoff must not be negative, got -1s"},
-		{"MaxBackoff below InitialBackoff", func(c *sharding.Config[string, string]) {
-			c.Retry = sharding.RetryPolicy{InitialBackoff: 2 * time.Second, MaxBackoff: time.Second}
-		}, "sharding: Retry.MaxBackoff (1s) must not be less than Retry.InitialBackoff (2s)"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := valid()
-			tc.modify(&cfg)
-			d, err := sharding.New(cfg)
-			assert.Nil(t, d)
-			assert.EqualError(t, err, tc.want)
-		})
-	}
-
-	t.Run("zero optional fields", func(t *testing.T) {
-		d, err := sharding.New(sharding.Config[string, string]{
-			HighKey: keyOf, LowKey: keyOf,
-			HandleHigh: func(context.Context, string) error { return nil },
-			HandleLow:  func(context.Context, string) error { return nil },
-		})
-		require.NoError(t, err)
-		assert.Equal(t, 0, d.Len())
-	})
+// verboseEnvLogger makes e's logger record V(2) messages too.
+func verboseEnvLogger(e *env) *logr.Logger {
+	l := funcr.New(func(prefix, args string) {
+		e.mu.Lock()
+		e.logs = append(e.logs, prefix+" "+args)
+		e.mu.Unlock()
+	}, funcr.Options{Verbosity: 2})
+	return &l
 }
 
 // Rule: an item goes to shard fnv1a32(key) % Shards; items of one shard are

@@ -15,8 +15,8 @@ import (
 	"github.com/taintkit/taintkit/sharding"
 )
 
-// Defect (issue 9): a handler that calls runtime.Goexit, as t.FailNow does,
-// ended its shard's worker for good. The attempt fails like a returned error
+// Rule: a handler that calls runtime.Goexit, as t.FailNow does, does not end
+// its shard's worker for good. The attempt fails like a returned error
 // (retried, then reported) and the shard goes on handling its items.
 func TestHandlerGoexitFailsAttemptAndShardGoesOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -8,21 +8,21 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// scheduleRetry puts e in rt's retry heap and wakes the retry loop if e is
+// scheduleRetry puts e in lane's retry heap and wakes the retry loop if e is
 // now the earliest retry of the lane.
-func scheduleRetry[H, L, T comparable](d *Dispatcher[H, L], rt *dispatcherLane[H, L, T], e retryEntry[T]) {
-	d.rmu.Lock()
-	d.rseq++
-	e.seq = d.rseq
-	rt.heap.push(e)
-	first := rt.heap[0].seq == e.seq
+func scheduleRetry[H, L, T comparable](d *Dispatcher[H, L], lane *dispatcherLane[H, L, T], e retryEntry[T]) {
+	d.retryMu.Lock()
+	d.retrySeq++
+	e.seq = d.retrySeq
+	lane.heap.push(e)
+	first := lane.heap[0].seq == e.seq
 	if n := dueNanos(e.due); n < d.dueHint.Load() {
 		d.dueHint.Store(n)
 	}
-	d.rmu.Unlock()
+	d.retryMu.Unlock()
 	if first {
 		select {
-		case d.rwake <- struct{}{}:
+		case d.retryWake <- struct{}{}:
 		default:
 		}
 	}
@@ -80,7 +80,7 @@ func (d *Dispatcher[H, L]) retryLoop(ctx context.Context) {
 		select {
 		case <-done:
 			return
-		case <-d.rwake:
+		case <-d.retryWake:
 		case <-fire:
 		}
 	}
@@ -136,10 +136,10 @@ func (d *Dispatcher[H, L]) promoteIfDue() {
 
 // promoteDue queues every retry due at or before now that is not stale, at
 // the back of its lane, and returns the earliest due time left, if any. It
-// holds rmu throughout, so that no worker picks while a due retry is out of
-// both its heap and its lane.
+// holds retryMu throughout, so that no worker picks while a due retry is out
+// of both its heap and its lane.
 func (d *Dispatcher[H, L]) promoteDue(now time.Time) (time.Time, bool) {
-	d.rmu.Lock()
+	d.retryMu.Lock()
 	nh := promote(d, &d.high, now)
 	nl := promote(d, &d.low, now)
 	next, ok := earliest(d.high.heap, d.low.heap)
@@ -148,7 +148,7 @@ func (d *Dispatcher[H, L]) promoteDue(now time.Time) (time.Time, bool) {
 		hint = dueNanos(next)
 	}
 	d.dueHint.Store(hint)
-	d.rmu.Unlock()
+	d.retryMu.Unlock()
 	for range nh {
 		d.high.m.backoff.Dec()
 		d.high.m.depth.Inc()
@@ -160,16 +160,16 @@ func (d *Dispatcher[H, L]) promoteDue(now time.Time) (time.Time, bool) {
 	return next, ok
 }
 
-// promote pops the entries of rt's heap due at or before now and queues the
-// items that still wait for them; it returns how many it queued. rmu must
+// promote pops the entries of lane's heap due at or before now and queues the
+// items that still wait for them; it returns how many it queued. retryMu must
 // be held.
-func promote[H, L, T comparable](d *Dispatcher[H, L], rt *dispatcherLane[H, L, T], now time.Time) int {
+func promote[H, L, T comparable](d *Dispatcher[H, L], lane *dispatcherLane[H, L, T], now time.Time) int {
 	n := 0
-	for len(rt.heap) > 0 && !rt.heap[0].due.After(now) {
-		e := rt.heap.pop()
+	for len(lane.heap) > 0 && !lane.heap[0].due.After(now) {
+		e := lane.heap.pop()
 		s := d.shards[e.shard]
 		s.mu.Lock()
-		ok := !s.closed && rt.of(s).retryDue(e.item, e.gen)
+		ok := !s.closed && lane.of(s).retryDue(e.item, e.gen)
 		s.mu.Unlock()
 		if ok {
 			n++

@@ -14,10 +14,10 @@ func (d *Dispatcher[H, L]) stop() {
 		lq, lw = append(lq, q2...), append(lw, w2...)
 		s.mu.Unlock()
 	}
-	d.rmu.Lock()
+	d.retryMu.Lock()
 	d.high.heap, d.low.heap = nil, nil
 	d.dueHint.Store(noRetry)
-	d.rmu.Unlock()
+	d.retryMu.Unlock()
 
 	if n := len(hq) + len(hw) + len(lq) + len(lw); n > 0 {
 		d.log.Info("Dropped items at shutdown", "count", n,
@@ -32,14 +32,14 @@ func (d *Dispatcher[H, L]) stop() {
 	dropStopped(d, &d.low, lw, false)
 }
 
-func dropStopped[H, L, T comparable](d *Dispatcher[H, L], rt *dispatcherLane[H, L, T], items []dropped[T], queued bool) {
+func dropStopped[H, L, T comparable](d *Dispatcher[H, L], lane *dispatcherLane[H, L, T], items []dropped[T], queued bool) {
 	for _, it := range items {
 		if queued {
-			rt.m.depth.Dec()
+			lane.m.depth.Dec()
 		} else {
-			rt.m.backoff.Dec()
+			lane.m.backoff.Dec()
 		}
-		rt.m.stopped()
-		d.reportDrop(rt.drop(it.item, it.attempts, ErrStopped))
+		lane.m.stopped()
+		d.reportDrop(lane.drop(it.item, it.attempts, ErrStopped))
 	}
 }

@@ -251,3 +251,93 @@ func TestAdmitRefusalIsBackInLineBeforeTheNextIsAsked(t *testing.T) {
 		require.NoError(t, q.Shutdown(context.Background()))
 	})
 }
+
+// The failure hook may call any method of the queue, Shutdown included: the
+// hook's own slot does not make Shutdown wait for the hook.
+func TestFailureHookMayCallShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		var q *timedqueue.TimedWorkerQueue[string]
+		got := make(chan error, 1)
+		hook := func(timedqueue.TimedWorker[string], error) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			got <- q.Shutdown(ctx)
+		}
+		var err error
+		q, err = timedqueue.New(func(context.Context, string) error { return timedqueue.Permanent(errors.New("boom")) },
+			timedqueue.WithClock(clk), timedqueue.WithLogger(logr.Discard()), timedqueue.WithFailureHook(hook))
+		require.NoError(t, err)
+		require.True(t, q.AddWork("a", t0, t0))
+		assert.NoError(t, <-got, "Shutdown called from the failure hook")
+		synctest.Wait()
+		require.NoError(t, q.Shutdown(context.Background()), "after the hook returned")
+		assert.False(t, q.AddWork("b", t0, t0))
+	})
+}
+
+// The retry hook is called once the retry is scheduled: a test that waits for
+// it and then moves the clock to NextAttempt sees the retry start, with any
+// number of slots. The hook may call the queue, and a panic in it is
+// recovered.
+func TestRetryHook(t *testing.T) {
+	for _, slots := range []int{1, 4} {
+		t.Run(fmt.Sprint("slots=", slots), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				type call struct {
+					w, seen timedqueue.TimedWorker[string]
+					err     error
+				}
+				calls := make(chan call, 1)
+				var q *timedqueue.TimedWorkerQueue[string]
+				hook := func(w timedqueue.TimedWorker[string], err error) {
+					seen, _ := q.GetWorker(w.Key)
+					calls <- call{w, seen, err}
+					if w.Attempts == 2 {
+						panic("hook panic")
+					}
+				}
+				clk, f, q0, fl := setup(t, timedqueue.WithMaxConcurrency(slots), timedqueue.WithRetryHook(hook),
+					timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 4, InitialBackoff: time.Second}))
+				q = q0
+				errs := []error{errors.New("1"), errors.New("2"), errors.New("3")}
+				f.script("a", errs...)
+				require.True(t, q.AddWork("a", t0, t0))
+				for n := 1; n <= 3; n++ {
+					c := <-calls
+					wantNext := clk.Now().Add(time.Duration(1<<(n-1)) * time.Second)
+					want := timedqueue.TimedWorker[string]{Key: "a", CreatedAt: t0, FireAt: t0, Attempts: n, NextAttempt: wantNext}
+					assert.Equal(t, want, c.w, "hook argument after attempt %d", n)
+					assert.Equal(t, want, c.seen, "GetWorker from the hook after attempt %d", n)
+					assert.Equal(t, errs[n-1], c.err)
+					clk.SetTime(wantNext) // no synctest.Wait before: the retry is armed
+				}
+				synctest.Wait()
+				assert.Equal(t, []run{{"a", 0}, {"a", time.Second}, {"a", 3 * time.Second}, {"a", 7 * time.Second}}, f.takeRuns())
+				assert.Empty(t, fl.get(), "the fourth attempt succeeded")
+				assert.Len(t, calls, 0)
+			})
+		})
+	}
+}
+
+// A retry hook that shuts the queue down drops the retry it was told about.
+func TestRetryHookMayCallShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var q *timedqueue.TimedWorkerQueue[string]
+		got := make(chan error, 1)
+		m := newCountingProvider()
+		clk, f, q0, _ := setup(t, timedqueue.WithMetricsProvider(m),
+			timedqueue.WithRetryHook(func(timedqueue.TimedWorker[string], error) {
+				got <- q.Shutdown(context.Background())
+			}))
+		q = q0
+		f.script("a", errors.New("fail"))
+		require.True(t, q.AddWork("a", t0, t0))
+		require.NoError(t, <-got)
+		step(clk, time.Hour)
+		assert.Equal(t, []run{{"a", 0}}, f.takeRuns())
+		assert.Equal(t, 1, m.get("drops"))
+		assert.Equal(t, 0, q.Len())
+	})
+}

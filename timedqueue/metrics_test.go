@@ -158,3 +158,80 @@ func TestBackoffMetric(t *testing.T) {
 		check("shut down", 0)
 	})
 }
+
+func TestMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newCountingProvider()
+		clk, f, q, _ := setup(t, timedqueue.WithMetricsProvider(m))
+		f.script("a", errors.New("once"))
+		q.AddWork("a", t0, t0.Add(time.Second))
+		q.AddWork("b", t0, t0.Add(time.Hour))
+		q.UpdateWork("b", t0, t0.Add(2*time.Hour))
+		assert.Equal(t, 3, m.get("adds"))
+		assert.Equal(t, 2, m.get("depth"))
+		step(clk, 3*time.Second) // a: late by 2s, fails; retried at +4s
+		assert.Equal(t, 1, m.get("retries"))
+		assert.Equal(t, 2, m.get("depth"))
+		gate := f.setGate("a")
+		step(clk, time.Second)
+		assert.Equal(t, 1, m.get("running"))
+		assert.Equal(t, 1, m.get("depth"))
+		close(gate)
+		synctest.Wait()
+		assert.Equal(t, 0, m.get("running"))
+		assert.Equal(t, []float64{2}, m.observations("lateness"), "only first attempts, in seconds")
+		assert.Len(t, m.observations("duration"), 2)
+	})
+}
+
+// countingProvider is a MetricsProvider that keeps sums in a map.
+type countingProvider struct {
+	mu   sync.Mutex
+	vals map[string]int
+	obs  map[string][]float64
+}
+
+func newCountingProvider() *countingProvider {
+	return &countingProvider{vals: map[string]int{}, obs: map[string][]float64{}}
+}
+
+type cmetric struct {
+	p    *countingProvider
+	name string
+}
+
+func (c cmetric) add(n int) { c.p.mu.Lock(); c.p.vals[c.name] += n; c.p.mu.Unlock() }
+func (c cmetric) Inc()      { c.add(1) }
+func (c cmetric) Dec()      { c.add(-1) }
+func (c cmetric) Observe(v float64) {
+	c.p.mu.Lock()
+	c.p.obs[c.name] = append(c.p.obs[c.name], v)
+	c.p.mu.Unlock()
+}
+
+func (p *countingProvider) get(name string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.vals[name]
+}
+
+func (p *countingProvider) observations(name string) []float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.obs[name]
+}
+
+func (p *countingProvider) NewDepthMetric(string) timedqueue.Gauge     { return cmetric{p, "depth"} }
+func (p *countingProvider) NewRunningMetric(string) timedqueue.Gauge   { return cmetric{p, "running"} }
+func (p *countingProvider) NewAddsMetric(string) timedqueue.Counter    { return cmetric{p, "adds"} }
+func (p *countingProvider) NewRetriesMetric(string) timedqueue.Counter { return cmetric{p, "retries"} }
+func (p *countingProvider) NewFailuresMetric(string) timedqueue.Counter {
+	return cmetric{p, "failures"}
+}
+func (p *countingProvider) NewDropsMetric(string) timedqueue.Counter { return cmetric{p, "drops"} }
+func (p *countingProvider) NewLatenessMetric(string) timedqueue.Histogram {
+	return cmetric{p, "lateness"}
+}
+func (p *countingProvider) NewDurationMetric(string) timedqueue.Histogram {
+	return cmetric{p, "duration"}
+}

@@ -2,6 +2,7 @@ package timedqueue_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"testing/synctest"
@@ -14,6 +15,83 @@ import (
 
 	"github.com/taintkit/taintkit/timedqueue"
 )
+
+func TestNeverBeforeFireAt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk, f, q, _ := setup(t)
+		require.True(t, q.AddWork("a", t0, t0.Add(10*time.Second)))
+		step(clk, 10*time.Second-time.Nanosecond)
+		assert.Empty(t, f.takeRuns(), "ran before FireAt")
+		step(clk, time.Nanosecond)
+		assert.Equal(t, []run{{"a", 10 * time.Second}}, f.takeRuns())
+		assert.Equal(t, 0, q.Len(), "success releases the key")
+		_, ok := q.GetWorker("a")
+		assert.False(t, ok)
+	})
+}
+
+func TestFireAtIsAbsolute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk, f, q, _ := setup(t)
+		// The original waited fireAt-createdAt from now: 1h10s here.
+		require.True(t, q.AddWork("old", t0.Add(-time.Hour), t0.Add(10*time.Second)))
+		// A FireAt in the past starts at once.
+		require.True(t, q.AddWork("past", t0.Add(-2*time.Hour), t0.Add(-time.Hour)))
+		synctest.Wait()
+		assert.Equal(t, []run{{"past", 0}}, f.takeRuns())
+		step(clk, 10*time.Second)
+		assert.Equal(t, []run{{"old", 10 * time.Second}}, f.takeRuns())
+	})
+}
+
+func TestGetWorkerKeepsTimes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, _, q, _ := setup(t)
+		zone := time.FixedZone("UTC+3", 3*3600)
+		created := time.Date(2024, 12, 31, 23, 0, 0, 0, time.Local)
+		fire := time.Date(2025, 1, 1, 7, 0, 0, 123, zone)
+		q.AddWork("a", created, fire)
+		w, ok := q.GetWorker("a")
+		require.True(t, ok)
+		assert.Equal(t, created, w.CreatedAt)
+		assert.Equal(t, fire, w.FireAt)
+		assert.Equal(t, zone, w.FireAt.Location())
+		// Far future: kept at full precision.
+		far := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
+		q.AddWork("far", t0, far)
+		w, _ = q.GetWorker("far")
+		assert.Equal(t, far, w.FireAt)
+	})
+}
+
+// GetWorker returns CreatedAt, FireAt and NextAttempt with the caller's own
+// *time.Location, however many distinct Locations the caller uses (time.Parse
+// of a numeric offset makes a new one on each call).
+func TestTimesKeepTheCallersLocation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk, f, q, _ := setup(t)
+		var fires []time.Time
+		for i := range 300 {
+			ft, err := time.Parse(time.RFC3339, "2025-01-01T05:30:10+05:30") // t0+10s
+			require.NoError(t, err)
+			fires = append(fires, ft)
+			require.True(t, q.AddWork(fmt.Sprint(i), ft.Add(-time.Hour), ft))
+		}
+		for i, ft := range fires {
+			w, ok := q.GetWorker(fmt.Sprint(i))
+			require.True(t, ok)
+			require.Same(t, ft.Location(), w.FireAt.Location(), "FireAt of %d", i)
+			require.Same(t, ft.Location(), w.CreatedAt.Location(), "CreatedAt of %d", i)
+			require.Equal(t, ft, w.FireAt)
+		}
+		f.script("299", errors.New("retry me"))
+		step(clk, 10*time.Second)
+		w, ok := q.GetWorker("299")
+		require.True(t, ok)
+		assert.Equal(t, 1, w.Attempts)
+		assert.Same(t, fires[299].Location(), w.NextAttempt.Location(), "NextAttempt after a retry")
+	})
+}
 
 func year(y int) time.Time { return time.Date(y, 1, 1, 0, 0, 0, 0, time.UTC) }
 

@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/taintkit/taintkit/internal/mapshrink"
 )
 
 // Countdowns decides evictions as [Matcher.Decide] does, from a memory of
@@ -54,6 +56,12 @@ type Countdowns struct {
 // nodes) are split into by hash, so that goroutines deciding for different
 // pods seldom wait for each other.
 const stripes = 32
+
+// shrinkPolicy is when a stripe's map is rebuilt to fit (Go maps never give
+// memory back): once down to a quarter of a peak of at least 256 entries, or
+// empty after a peak of more than one group of slots, so that forgotten pods
+// and nodes give their memory back.
+var shrinkPolicy = mapshrink.Policy{MinPeak: 256, FreeEmpty: true}
 
 // podStripe holds the pods whose key hashes to it.
 type podStripe struct {
@@ -132,11 +140,11 @@ func (c *Countdowns) ObservePod(pod *v1.Pod) {
 	}
 	taints := c.rememberedTaints(pod.Spec.NodeName)
 	if len(taints) == 0 && c.podCount.Load() == 0 {
-		if _, known := PodBoundAt(pod); known {
+		if _, scheduled := PodBoundAt(pod); scheduled {
 			return // the common case: nothing to remember, nothing to forget
 		}
 	}
-	c.decidePod(pod.Spec.NodeName, taints, nil, nil, pod, now, true)
+	c.decideFromMemory(pod.Spec.NodeName, taints, nil, nil, pod, now, true)
 }
 
 // ObservePodDeleted forgets pod, unless what is remembered under its
@@ -162,24 +170,13 @@ func (c *Countdowns) ObservePodDeleted(pod *v1.Pod) {
 // nothing changed gives the same decision; once everything is remembered,
 // Decide does not allocate.
 func (c *Countdowns) Decide(node *v1.Node, pod *v1.Pod) Decision {
-	return c.decideWith(node, pod, nil)
-}
-
-// decideWith is Decide, with the pod's devices.
-func (c *Countdowns) decideWith(node *v1.Node, pod *v1.Pod, devices []Device) Decision {
-	if pod == nil {
-		return Decision{}
-	}
-	now := c.clock.Now()
-	if now.IsZero() {
-		return Decision{} // as Matcher.Decide: refuse to evict, and keep what is remembered
-	}
 	if node == nil {
-		c.ObservePodDeleted(pod)
+		if pod != nil && !c.clock.Now().IsZero() {
+			c.ObservePodDeleted(pod)
+		}
 		return Decision{}
 	}
-	remembered, _ := c.observeNode(node, now)
-	return c.decidePod(node.Name, node.Spec.Taints, remembered, devices, pod, now, true)
+	return c.DecideWithDevices(node, pod, nil)
 }
 
 // DecideWithDevices decides for pod as [Countdowns.Decide] does for its node
@@ -190,14 +187,29 @@ func (c *Countdowns) decideWith(node *v1.Node, pod *v1.Pod, devices []Device) De
 // its first sight, as a node taint's does. A nil node is one with no taints
 // (the pod is not forgotten: its devices may still evict it).
 func (c *Countdowns) DecideWithDevices(node *v1.Node, pod *v1.Pod, devices []Device) Decision {
-	if node != nil || pod == nil {
-		return c.decideWith(node, pod, devices)
+	if pod == nil {
+		return Decision{}
 	}
 	now := c.clock.Now()
 	if now.IsZero() {
+		return Decision{} // as Matcher.Decide: refuse to evict, and keep what is remembered
+	}
+	if node == nil {
+		return c.decideFromMemory(pod.Spec.NodeName, nil, nil, devices, pod, now, true)
+	}
+	remembered, _ := c.observeNode(node, now)
+	return c.decideFromMemory(node.Name, node.Spec.Taints, remembered, devices, pod, now, true)
+}
+
+// Recheck decides as [Countdowns.Decide] does from what c remembers, but
+// records and forgets nothing: a start c has not seen counts as now. It is
+// for a scheduled eviction that checks, when it fires, that the pod is still
+// due, while handlers of newer updates may be observing.
+func (c *Countdowns) Recheck(node *v1.Node, pod *v1.Pod) Decision {
+	if node == nil {
 		return Decision{}
 	}
-	return c.decidePod(pod.Spec.NodeName, nil, nil, devices, pod, now, true)
+	return c.RecheckWithDevices(node, pod, nil)
 }
 
 // RecheckWithDevices decides as [Countdowns.DecideWithDevices] does from what
@@ -211,24 +223,9 @@ func (c *Countdowns) RecheckWithDevices(node *v1.Node, pod *v1.Pod, devices []De
 		return Decision{}
 	}
 	if node == nil {
-		return c.decidePod(pod.Spec.NodeName, nil, nil, devices, pod, now, false)
+		return c.decideFromMemory(pod.Spec.NodeName, nil, nil, devices, pod, now, false)
 	}
-	return c.decidePod(node.Name, node.Spec.Taints, c.rememberedTaints(node.Name), devices, pod, now, false)
-}
-
-// Recheck decides as [Countdowns.Decide] does from what c remembers, but
-// records and forgets nothing: a start c has not seen counts as now. It is
-// for a scheduled eviction that checks, when it fires, that the pod is still
-// due, while handlers of newer updates may be observing.
-func (c *Countdowns) Recheck(node *v1.Node, pod *v1.Pod) Decision {
-	if node == nil || pod == nil {
-		return Decision{}
-	}
-	now := c.clock.Now()
-	if now.IsZero() {
-		return Decision{}
-	}
-	return c.decidePod(node.Name, node.Spec.Taints, c.rememberedTaints(node.Name), nil, pod, now, false)
+	return c.decideFromMemory(node.Name, node.Spec.Taints, c.rememberedTaints(node.Name), devices, pod, now, false)
 }
 
 // ForgetPod forgets the pod named namespace/name, whichever pod it is. A pod
@@ -264,93 +261,100 @@ func (c *Countdowns) Len() (pods, nodes int) {
 	return int(c.podCount.Load()), int(c.nodeCount.Load())
 }
 
-// decidePod decides for pod on the node named node, whose taints are taints
-// and whose NoExecute taints' starts are in remembered (nil: taints'
-// TimeAdded are the starts), applying the rule for moving a deadline, and
-// with pod's devices (the rule applies to node taints only: a device taint's
-// start and a device's tolerations, fixed at allocation, already fix its
-// deadline). With
-// record, it records what it decided (or forgets the pod if there is nothing
-// to remember). The pod's entry is read and written under its stripe's lock,
-// so that concurrent observers never lose each other's writes.
-func (c *Countdowns) decidePod(node string, taints, remembered []v1.Taint, devices []Device, pod *v1.Pod, now time.Time, record bool) Decision {
-	if !record && c.podCount.Load() == 0 {
-		d, _ := c.decideFor(podMemory{}, taints, remembered, devices, pod, now)
-		return d
-	}
-	key := c.podKey(pod.Namespace, pod.Name)
-	st := c.podStripe(key)
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	old, ok := st.m[key]
-	e := old
-	if id := c.podID(pod.UID, node); !ok || e.id != id {
-		e = podMemory{id: id} // another pod's memory (or that of this pod on another node) does not count
-	}
-	d, e := c.decideFor(e, taints, remembered, devices, pod, now)
-	if !record || ok && e == old {
-		return d // the common case: decided again, nothing new to remember
-	}
-	switch {
-	case e.seen == 0 && e.at == 0:
-		if ok {
-			c.forgetPodLocked(st, key)
+// decideFromMemory decides for pod on the node named node, whose taints are
+// taints and whose NoExecute taints' starts are in remembered (nil: taints'
+// TimeAdded are the starts), as the Matcher's rule does
+// ([Matcher.decideFromStarts]) with what c remembers of the pod: its first
+// sight if it has no PodScheduled time, and its deadline, which the rule for
+// moving a deadline holds ([Countdowns.holdDeadline]). The pod's devices
+// decide too, from the same binding; the rule for moving a deadline applies
+// to node taints only (a device taint's start and a device's tolerations,
+// fixed at allocation, already fix its deadline). With record, it records
+// what it decided, or forgets the pod if there is nothing to remember.
+//
+// The pod's memory is read and written under its stripe's lock, so that
+// concurrent observers never lose each other's writes; with nothing
+// remembered and nothing to record, it takes no lock.
+func (c *Countdowns) decideFromMemory(node string, taints, remembered []v1.Taint, devices []Device, pod *v1.Pod, now time.Time, record bool) Decision {
+	var (
+		st       *podStripe
+		key      uint64
+		old, mem podMemory
+		ok       bool // something, old, is remembered under the pod's name
+	)
+	if record || c.podCount.Load() != 0 {
+		key = c.podKey(pod.Namespace, pod.Name)
+		st = c.podStripe(key)
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		old, ok = st.m[key]
+		mem = old
+		if id := c.podID(pod.UID, node); !ok || mem.id != id {
+			mem = podMemory{id: id} // another pod's memory (or that of this pod on another node) does not count
 		}
-	case !ok:
-		c.podCount.Add(1)
-		fallthrough
-	default:
-		st.m[key] = e
-		st.peak = max(st.peak, len(st.m))
 	}
-	return d
-}
 
-// decideFor decides for pod from its memory e and returns the decision and
-// what to remember of the pod now.
-func (c *Countdowns) decideFor(e podMemory, taints, remembered []v1.Taint, devices []Device, pod *v1.Pod, now time.Time) (Decision, podMemory) {
-	boundAt, known := PodBoundAt(pod)
+	boundAt, scheduled := PodBoundAt(pod)
 	switch {
-	case known:
-		e.seen = 0
-	case e.seen != 0:
-		boundAt = time.Unix(0, e.seen).In(now.Location())
+	case scheduled:
+		mem.seen = 0
+	case mem.seen != 0:
+		boundAt = time.Unix(0, mem.seen).In(now.Location())
 	default:
-		e.seen = now.UnixNano() // its first sight
+		mem.seen = now.UnixNano() // its first sight
 	}
-	d, e := c.decideNode(e, taints, remembered, pod, boundAt, now)
+	d, due := c.matcher.decideFromStarts(taints, pod.Spec.Tolerations, boundAt, now, remembered)
+	d, mem = c.holdDeadline(d, due, mem, taints, remembered, now)
 	if len(devices) > 0 {
 		d = Earliest(d, DecideDevices(devices, boundAt, now))
 	}
-	return d, e
+
+	if !record || ok && mem == old {
+		return d // the common case: decided again, nothing new to remember
+	}
+	if mem.seen == 0 && mem.at == 0 {
+		if ok {
+			c.forgetPodLocked(st, key)
+		}
+		return d
+	}
+	if !ok {
+		c.podCount.Add(1)
+	}
+	st.m[key] = mem
+	st.peak = max(st.peak, len(st.m))
+	return d
 }
 
-// decideNode decides for pod from its node's taints, bound at boundAt, and
-// applies the rule for moving a deadline with e, the pod's memory.
-func (c *Countdowns) decideNode(e podMemory, taints, remembered []v1.Taint, pod *v1.Pod, boundAt, now time.Time) (Decision, podMemory) {
-	d, due := c.matcher.decide(taints, pod.Spec.Tolerations, boundAt, now, remembered)
+// holdDeadline applies the rule for moving a deadline to d, decided from the
+// node's taints, due being the index in taints of the taint whose countdown
+// ends at d.At, and returns it with mem, the pod's memory, updated to the
+// deadline that stands. A deadline moves later only when the taint whose
+// countdown it ends leaves the node: an earlier deadline in mem stands while
+// that taint is still there.
+func (c *Countdowns) holdDeadline(d Decision, due int, mem podMemory, taints, remembered []v1.Taint, now time.Time) (Decision, podMemory) {
 	if d.Action == Never {
-		e.taint, e.at = 0, 0
-		return d, e
+		mem.taint, mem.at = 0, 0
+		return d, mem
 	}
-	if e.at != 0 && e.at < d.At.UnixNano() {
-		if i := c.findTaintID(taints, remembered, e.taint); i >= 0 {
+	if mem.at != 0 && mem.at < d.At.UnixNano() {
+		if i := c.findTaintID(taints, remembered, mem.taint); i >= 0 {
 			// The earlier deadline ends the countdown of a taint still on
 			// the node: it stands.
-			d.At = time.Unix(0, e.at).In(now.Location())
+			d.At = time.Unix(0, mem.at).In(now.Location())
 			if !d.Untolerated {
 				d.Taint = taints[i]
 			}
 			if !d.At.After(now) {
 				d.Action = EvictNow
 			}
-			return d, e
+			return d, mem
 		}
 	}
-	if at := d.At.UnixNano(); at != e.at || e.taint == 0 {
-		e.taint, e.at = c.taintID(&taints[due], remembered), at
+	if at := d.At.UnixNano(); at != mem.at || mem.taint == 0 {
+		mem.taint, mem.at = c.taintID(&taints[due], remembered), at
 	}
-	return d, e
+	return d, mem
 }
 
 // podKey identifies a pod by namespace and name.
@@ -381,5 +385,5 @@ func (c *Countdowns) forgetPodLocked(st *podStripe, key uint64) {
 	}
 	delete(st.m, key)
 	c.podCount.Add(-1)
-	st.m = rebuildIfShrunk(st.m, &st.peak)
+	st.m = mapshrink.Fit(shrinkPolicy, st.m, &st.peak)
 }

@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/taintkit/taintkit/internal/mapshrink"
 )
 
 // observeNode records node's NoExecute taints (see ObserveNode), returns
@@ -95,7 +97,7 @@ func (c *Countdowns) forgetNodeLocked(st *nodeStripe, node string) bool {
 	}
 	delete(st.m, node)
 	c.nodeCount.Add(-1)
-	st.m = rebuildIfShrunk(st.m, &st.peak)
+	st.m = mapshrink.Fit(shrinkPolicy, st.m, &st.peak)
 	return true
 }
 
@@ -110,29 +112,6 @@ func findTaint(taints []v1.Taint, key string, effect v1.TaintEffect) int {
 	return -1
 }
 
-// rebuildAt is the smallest peak size after which a map that has shrunk to
-// a quarter of its peak is rebuilt: Go maps never give memory back. Copying
-// the quarter that is left costs less than the deletions that shrank it, so
-// rebuilds are amortised O(1) per deletion, and a size hovering around a
-// quarter of the peak rebuilds once, not at every step (the rebuilt map's
-// peak is its size).
-const rebuildAt = 256
-
-// rebuildIfShrunk returns m, or a copy of m sized to fit if m has shrunk to a
-// quarter of a peak of at least rebuildAt entries, or is empty after a peak
-// of more than one group of entries; *peak is then reset.
-func rebuildIfShrunk[K comparable, V any](m map[K]V, peak *int) map[K]V {
-	if (*peak < rebuildAt || len(m) > *peak/4) && (len(m) > 0 || *peak <= 8) {
-		return m
-	}
-	fresh := make(map[K]V, len(m))
-	for k, v := range m {
-		fresh[k] = v
-	}
-	*peak = len(fresh)
-	return fresh
-}
-
 // taintIdentity is a NoExecute taint on a node: its key and effect, as
 // v1.Taint.MatchTaint tells taints apart, and its start. A taint that leaves
 // the node and comes back has a new start, so it is another taint.
@@ -143,7 +122,7 @@ type taintIdentity struct {
 }
 
 // taintID returns the hash of taint's identity, its start taken from
-// remembered as [Matcher.decide] takes it. Two taints collide with
+// remembered as [Matcher.decideFromStarts] takes it. Two taints collide with
 // probability 2⁻⁶⁴.
 func (c *Countdowns) taintID(taint *v1.Taint, remembered []v1.Taint) uint64 {
 	var start int64

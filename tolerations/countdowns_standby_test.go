@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -202,100 +201,4 @@ func slicesIndex(taints []v1.Taint, key string) int {
 		}
 	}
 	return -1
-}
-
-// Deciding again with nothing changed gives the same decision, later too:
-// an untolerated pod's At is when it became due, not the time of the call.
-func TestDecisionsAreStable(t *testing.T) {
-	clk := testingclock.NewFakeClock(t0)
-	c := tolerations.NewCountdowns(clk, tolerations.Matcher{})
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: v1.NodeSpec{Taints: []v1.Taint{
-		{Key: "timed", Effect: v1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: t0.Add(-time.Minute)}},
-		{Key: "untimed", Effect: v1.TaintEffectNoExecute},
-	}}}
-	pods := []*v1.Pod{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "untolerated", UID: "u1"}, Spec: v1.PodSpec{NodeName: "n1"}},
-		boundPod("bound", "u2", "n1", 30, t0.Add(-time.Hour)),
-		unboundPod("unbound", "u3", "n1", 30),
-	}
-	first := make([]tolerations.Decision, len(pods))
-	for i, p := range pods {
-		first[i] = c.Decide(node, p)
-		require.NotEqual(t, tolerations.Never, first[i].Action, "%s", p.Name)
-	}
-	for range 5 {
-		clk.Step(17 * time.Second)
-		for i, p := range pods {
-			d := c.Decide(node, p)
-			d.Action = first[i].Action // EvictAt turns EvictNow as time passes
-			assert.Equal(t, first[i], d, "%s decided again at %v", p.Name, clk.Now().Sub(t0))
-			assert.Equal(t, first[i].At, c.Recheck(node, p).At, "%s rechecked", p.Name)
-		}
-	}
-	// The untolerated pod became due when first seen on the tainted node.
-	assert.Equal(t, t0, first[0].At)
-	assert.True(t, first[0].Untolerated)
-}
-
-// A taint is forgotten when its node no longer has it, with no pod to
-// decide for; ObserveNode reports the changes its pods must be observed for.
-func TestObserveNode(t *testing.T) {
-	clk := testingclock.NewFakeClock(t0)
-	c := tolerations.NewCountdowns(clk, tolerations.Matcher{})
-	assert.True(t, c.ObserveNode(unknownNode("n1", "a")), "a new taint")
-	assert.False(t, c.ObserveNode(unknownNode("n1", "a")), "the same taint")
-	_, nodes := c.Len()
-	assert.Equal(t, 1, nodes)
-
-	clk.Step(10 * time.Second)
-	refreshed := unknownNode("n1", "a")
-	refreshed.Spec.Taints[0].TimeAdded = &metav1.Time{Time: clk.Now()}
-	assert.False(t, c.ObserveNode(refreshed), "refreshed in place: the first sight stands")
-	assert.Equal(t, t0.Add(100*time.Second), c.Decide(refreshed, unboundPod("p", "u1", "n1", 100)).At.Add(-10*time.Second),
-		"counted from the pod's first sight, 10 s after the taint's")
-	assert.True(t, c.ObserveNode(unknownNode("n1")), "the taint gone")
-	_, nodes = c.Len()
-	assert.Zero(t, nodes)
-	assert.False(t, c.ObserveNode(unknownNode("n1")), "nothing to forget")
-	assert.False(t, c.ObserveNode(nil))
-
-	// Observing allocates only when the taints change.
-	node := unknownNode("n2", "a", "b")
-	c.ObserveNode(node)
-	assert.Zero(t, testing.AllocsPerRun(100, func() { c.ObserveNode(node) }))
-	pod := unboundPod("q", "u2", "n2", 100)
-	c.ObservePod(pod)
-	assert.Zero(t, testing.AllocsPerRun(100, func() { c.ObservePod(pod) }))
-	untainted := boundPod("r", "u3", "n3", 100, t0)
-	assert.Zero(t, testing.AllocsPerRun(100, func() { c.ObservePod(untainted) }))
-}
-
-// A pod deleted and created again under its name keeps the new pod's
-// memory when the old pod's delete event comes late; a pod with no node is
-// forgotten.
-func TestObservePodDeleted(t *testing.T) {
-	clk := testingclock.NewFakeClock(t0)
-	c := tolerations.NewCountdowns(clk, tolerations.Matcher{})
-	node := unknownNode("n1", "a")
-	c.ObserveNode(node)
-	old := unboundPod("p", "u1", "n1", 100)
-	c.ObservePod(old)
-	clk.Step(10 * time.Second)
-	recreated := unboundPod("p", "u2", "n1", 100)
-	c.ObservePod(recreated)
-	clk.Step(10 * time.Second)
-	c.ObservePodDeleted(old)
-	assert.Equal(t, t0.Add(110*time.Second), c.Recheck(node, recreated).At, "the new pod's first sight was forgotten")
-	c.ObservePodDeleted(recreated)
-	pods, _ := c.Len()
-	assert.Zero(t, pods)
-
-	c.ObservePod(recreated)
-	unbound := recreated.DeepCopy()
-	unbound.Spec.NodeName = ""
-	c.ObservePod(unbound)
-	pods, _ = c.Len()
-	assert.Zero(t, pods)
-	c.ObservePod(nil)
-	c.ObservePodDeleted(nil)
 }

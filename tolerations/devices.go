@@ -106,7 +106,7 @@ func DecideDevices(devices []Device, boundAt, now time.Time) Decision {
 	if now.IsZero() {
 		return Decision{}
 	}
-	bound := known(boundAt, now)
+	bound := pastOrNow(boundAt, now)
 	var d Decision
 	found := false
 	for i := range devices {
@@ -124,7 +124,7 @@ func DecideDevices(devices []Device, boundAt, now time.Time) Decision {
 			if taint.TimeAdded != nil {
 				added = taint.TimeAdded.Time
 			}
-			end := latest(known(added, now), bound)
+			end := latest(pastOrNow(added, now), bound)
 			if tolerated {
 				end = end.Add(secondsToDuration(seconds))
 			}

@@ -117,21 +117,22 @@ func Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Ti
 // [Countdowns], or the countdown restarts at every call. With every time
 // unknown, At is now + [MinTolerationTime], the Kubernetes rule.
 func (m Matcher) Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time) Decision {
-	d, _ := m.decide(taints, tolerations, boundAt, now, nil)
+	d, _ := m.decideFromStarts(taints, tolerations, boundAt, now, nil)
 	return d
 }
 
-// decide is Decide, with the start of a NoExecute taint taken from the
-// taint of the same key and effect in remembered, if there is one (its
-// TimeAdded is the start), and also returns the index in taints of the
-// taint whose countdown ends at At, or -1.
-func (m Matcher) decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time, remembered []v1.Taint) (Decision, int) {
+// decideFromStarts is the rule of [Matcher.Decide], with the start of a
+// NoExecute taint taken from the taint of the same key and effect in starts,
+// if there is one (its TimeAdded is the start: [Countdowns] remembers them),
+// and also returns the index in taints of the taint whose countdown ends at
+// At, or -1.
+func (m Matcher) decideFromStarts(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time, starts []v1.Taint) (Decision, int) {
 	if now.IsZero() {
 		// An unset now is a caller's bug, not a moment in year 1: every
 		// deadline would be in the past, so refuse to evict rather than evict.
 		return Decision{}, -1
 	}
-	bound := known(boundAt, now)
+	bound := pastOrNow(boundAt, now)
 	var d Decision // Never
 	due := -1
 	for i := range taints {
@@ -143,7 +144,7 @@ func (m Matcher) decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt,
 		if j >= 0 && tolerations[j].TolerationSeconds == nil {
 			continue // tolerated forever: no deadline
 		}
-		end := latest(known(taintStart(taint, remembered), now), bound)
+		end := latest(pastOrNow(taintStart(taint, starts), now), bound)
 		switch {
 		case j < 0:
 			if !d.Untolerated {
@@ -171,11 +172,11 @@ func (m Matcher) decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt,
 }
 
 // taintStart returns when the countdown of taint, a NoExecute taint, started:
-// the TimeAdded of the taint of its key and effect in remembered if there is
+// the TimeAdded of the taint of its key and effect in starts if there is
 // one, else its own TimeAdded, else the zero Time (unknown).
-func taintStart(taint *v1.Taint, remembered []v1.Taint) time.Time {
-	if j := findTaint(remembered, taint.Key, taint.Effect); j >= 0 {
-		return remembered[j].TimeAdded.Time
+func taintStart(taint *v1.Taint, starts []v1.Taint) time.Time {
+	if j := findTaint(starts, taint.Key, taint.Effect); j >= 0 {
+		return starts[j].TimeAdded.Time
 	}
 	if taint.TimeAdded != nil {
 		return taint.TimeAdded.Time
@@ -191,8 +192,9 @@ func latest(a, b time.Time) time.Time {
 	return a
 }
 
-// known returns t, or now if t is unknown (zero) or after now.
-func known(t, now time.Time) time.Time {
+// pastOrNow returns t if it is known (not zero) and not after now, else now:
+// an unknown start, or one after now (clock skew), counts as now.
+func pastOrNow(t, now time.Time) time.Time {
 	if t.IsZero() || t.After(now) {
 		return now
 	}

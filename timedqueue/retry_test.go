@@ -3,7 +3,7 @@ package timedqueue_test
 import (
 	"context"
 	"errors"
-	"sort"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -15,6 +15,87 @@ import (
 
 	"github.com/taintkit/taintkit/timedqueue"
 )
+
+func TestRetryThenSuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk, f, q, fl := setup(t, timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: 3 * time.Second}))
+		f.script("a", errors.New("1"), errors.New("2"), errors.New("3"))
+		q.AddWork("a", t0, t0)
+		synctest.Wait()
+		for range 10 {
+			step(clk, 500*time.Millisecond)
+		}
+		// Backoffs 1s, 2s, then 4s capped at 3s.
+		assert.Equal(t, []run{{"a", 0}, {"a", time.Second}, {"a", 3 * time.Second}}, f.takeRuns())
+		step(clk, time.Second)
+		assert.Equal(t, []run{{"a", 6 * time.Second}}, f.takeRuns())
+		assert.Equal(t, 0, q.Len())
+		assert.Empty(t, fl.get())
+	})
+}
+
+func TestRetryExhaustedThenReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk, f, q, fl := setup(t) // MaxAttempts 3
+		last := errors.New("3")
+		f.script("a", errors.New("1"), errors.New("2"), last)
+		q.AddWork("a", t0.Add(-time.Minute), t0)
+		synctest.Wait()
+		step(clk, time.Second)
+		step(clk, 2*time.Second)
+		step(clk, time.Hour)
+		assert.Equal(t, []run{{"a", 0}, {"a", time.Second}, {"a", 3 * time.Second}}, f.takeRuns())
+		_, ok := q.GetWorker("a")
+		assert.False(t, ok, "released after the last attempt")
+		calls := fl.get()
+		require.Len(t, calls, 1)
+		assert.Equal(t, last, calls[0].err)
+		assert.Equal(t, timedqueue.TimedWorker[string]{Key: "a", CreatedAt: t0.Add(-time.Minute), FireAt: t0, Attempts: 3, NextAttempt: t0.Add(3 * time.Second)}, calls[0].w)
+		assert.True(t, q.AddWork("a", t0, t0))
+	})
+}
+
+func TestPermanentErrorNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk, f, q, fl := setup(t)
+		cause := errors.New("pod is gone")
+		f.script("a", fmt.Errorf("wrapped: %w", timedqueue.Permanent(cause)))
+		q.AddWork("a", t0, t0)
+		synctest.Wait()
+		step(clk, time.Hour)
+		assert.Len(t, f.takeRuns(), 1)
+		calls := fl.get()
+		require.Len(t, calls, 1)
+		assert.True(t, timedqueue.IsPermanent(calls[0].err))
+		assert.ErrorIs(t, calls[0].err, cause)
+		assert.Equal(t, 1, calls[0].w.Attempts)
+		assert.Equal(t, 0, q.Len())
+	})
+}
+
+func TestPermanent(t *testing.T) {
+	assert.NoError(t, timedqueue.Permanent(nil))
+	assert.False(t, timedqueue.IsPermanent(nil))
+	assert.False(t, timedqueue.IsPermanent(errors.New("x")))
+	err := timedqueue.Permanent(context.Canceled)
+	assert.Equal(t, "context canceled", err.Error())
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+func TestRetryPolicyBackoff(t *testing.T) {
+	var zero timedqueue.RetryPolicy
+	assert.Equal(t, time.Second, zero.Backoff(0), "n below 1 counts as 1")
+	assert.Equal(t, time.Second, zero.Backoff(1))
+	assert.Equal(t, 4*time.Second, zero.Backoff(3))
+	assert.Equal(t, time.Minute, zero.Backoff(40), "capped at the default MaxBackoff, without overflow")
+	p := timedqueue.RetryPolicy{InitialBackoff: 300 * time.Millisecond, MaxBackoff: time.Second}
+	assert.Equal(t, []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, time.Second, time.Second},
+		[]time.Duration{p.Backoff(1), p.Backoff(2), p.Backoff(3), p.Backoff(4)})
+	only := timedqueue.RetryPolicy{MaxBackoff: 100 * time.Millisecond}
+	assert.Equal(t, 100*time.Millisecond, only.Backoff(1), "a MaxBackoff alone caps every wait")
+	bad := timedqueue.RetryPolicy{InitialBackoff: -time.Second}
+	assert.Equal(t, zero.Backoff(2), bad.Backoff(2), "an invalid policy waits as the default")
+}
 
 func TestRetryAtWaitsWithoutFailing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -137,60 +218,4 @@ func TestRetryAtAfterShutdownDrops(t *testing.T) {
 		assert.Equal(t, 1, calls, "a deferred schedule does not run after Shutdown")
 		assert.Equal(t, 0, q.Len())
 	})
-}
-
-func TestAppendWorkersListsEveryLiveSchedule(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		clk := testingclock.NewFakeClock(t0)
-		gate := make(chan struct{})
-		q, err := timedqueue.New(func(ctx context.Context, key string) error {
-			if key == "running" {
-				<-gate
-			}
-			if key == "failing" {
-				return errors.New("no")
-			}
-			return nil
-		}, timedqueue.WithClock(clk))
-		require.NoError(t, err)
-		require.True(t, q.AddWork("running", t0, t0))
-		require.True(t, q.AddWork("failing", t0, t0))
-		require.True(t, q.AddWork("pending", t0, t0.Add(time.Hour)))
-		require.True(t, q.AddWork("cancelled", t0, t0.Add(time.Hour)))
-		require.True(t, q.CancelWork("cancelled"))
-		synctest.Wait()
-
-		ws := q.AppendWorkers(nil)
-		sort.Slice(ws, func(i, j int) bool { return ws[i].Key < ws[j].Key })
-		require.Len(t, ws, 3)
-		assert.Equal(t, "failing", ws[0].Key)
-		assert.Equal(t, 1, ws[0].Attempts)
-		assert.Equal(t, "pending", ws[1].Key)
-		assert.Equal(t, "running", ws[2].Key)
-		assert.True(t, ws[2].Running)
-		for _, w := range ws {
-			got, ok := q.GetWorker(w.Key)
-			require.True(t, ok)
-			assert.Equal(t, got, w, "AppendWorkers and GetWorker agree")
-		}
-		// It appends.
-		assert.Len(t, q.AppendWorkers(make([]timedqueue.TimedWorker[string], 2)), 5)
-		close(gate)
-		require.NoError(t, q.Shutdown(context.Background()))
-	})
-}
-
-func TestRetryPolicyBackoff(t *testing.T) {
-	var zero timedqueue.RetryPolicy
-	assert.Equal(t, time.Second, zero.Backoff(0), "n below 1 counts as 1")
-	assert.Equal(t, time.Second, zero.Backoff(1))
-	assert.Equal(t, 4*time.Second, zero.Backoff(3))
-	assert.Equal(t, time.Minute, zero.Backoff(40), "capped at the default MaxBackoff, without overflow")
-	p := timedqueue.RetryPolicy{InitialBackoff: 300 * time.Millisecond, MaxBackoff: time.Second}
-	assert.Equal(t, []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, time.Second, time.Second},
-		[]time.Duration{p.Backoff(1), p.Backoff(2), p.Backoff(3), p.Backoff(4)})
-	only := timedqueue.RetryPolicy{MaxBackoff: 100 * time.Millisecond}
-	assert.Equal(t, 100*time.Millisecond, only.Backoff(1), "a MaxBackoff alone caps every wait")
-	bad := timedqueue.RetryPolicy{InitialBackoff: -time.Second}
-	assert.Equal(t, zero.Backoff(2), bad.Backoff(2), "an invalid policy waits as the default")
 }

@@ -20,11 +20,11 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 )
 
-// TestChaos drives a dispatcher with handlers that, at random, return errors,
-// panic, call runtime.Goexit, wait on the fake clock, and add items (their
-// own and others, in both lanes), and with an OnDrop hook that re-adds what
-// it is given (always, for drops at shutdown). It checks what the contract
-// promises:
+// TestInvariantsUnderRandomFaults drives a dispatcher with handlers that,
+// at random, return errors, panic, call runtime.Goexit, wait on the fake
+// clock, and add items (their own and others, in both lanes), and with an
+// OnDrop hook that re-adds what it is given (always, for drops at shutdown).
+// It checks what the contract promises:
 //
 //  1. nothing is lost: after the adds stop and time moves on, every item was
 //     handled successfully after its last add began, or reported through
@@ -34,24 +34,24 @@ import (
 //  2. nothing is reported twice: per item, successful attempts, OnDrop
 //     reports and refused adds never outnumber its adds, and an item is
 //     reported with ErrStopped at most once;
-//  3. no shard stops: after the chaos, a new item on every shard is handled;
+//  3. no shard stops: after the faults, a new item on every shard is handled;
 //  4. an item is never handled concurrently with itself or another item of
 //     its shard, and a worker never takes a low item while a high item of
 //     its shard is queued;
 //  5. the metrics agree (depth back to zero, drops = OnDrop reports + refused
 //     adds), and Run returns with no goroutine left (synctest fails the test
 //     if one is).
-func TestChaos(t *testing.T) {
+func TestInvariantsUnderRandomFaults(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { chaos(t, seed) })
+			synctest.Test(t, func(t *testing.T) { randomFaults(t, seed) })
 		})
 	}
 }
 
-// chaosItem is what the test knows of one item (lane-prefixed: "H:n3",
+// faultedItem is what the test knows of one item (lane-prefixed: "H:n3",
 // "L:n3/p1").
-type chaosItem struct {
+type faultedItem struct {
 	adds      atomic.Int64 // adds begun
 	served    atomic.Int64 // the largest adds value an ending covered
 	lastStart atomic.Int64 // adds, as read by the item's latest attempt
@@ -63,7 +63,7 @@ type chaosItem struct {
 	running   atomic.Int32
 }
 
-func (it *chaosItem) serve(upTo int64) {
+func (it *faultedItem) serve(upTo int64) {
 	for {
 		old := it.served.Load()
 		if upTo <= old || it.served.CompareAndSwap(old, upTo) {
@@ -72,13 +72,13 @@ func (it *chaosItem) serve(upTo int64) {
 	}
 }
 
-// chaosCounts counts what the handlers and the hook did, to check that the
-// chaos exercised every path.
-type chaosCounts struct {
+// faultCounts counts what the handlers and the hook did, to check that the
+// faults exercised every path.
+type faultCounts struct {
 	errors, panics, goexits, sleeps, readds, hookReadds, exhausted, stopped atomic.Int64
 }
 
-func chaos(t *testing.T, seed uint64) {
+func randomFaults(t *testing.T, seed uint64) {
 	const (
 		shards      = 4
 		nodes       = 150
@@ -89,16 +89,16 @@ func chaos(t *testing.T, seed uint64) {
 	)
 	clk := testingclock.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	var (
-		items      sync.Map // lane-prefixed item → *chaosItem
-		counts     chaosCounts
+		items      sync.Map // lane-prefixed item → *faultedItem
+		counts     faultCounts
 		violations atomic.Int64
 		shardBusy  [shards]atomic.Int32
 		inflight   atomic.Int32
 		d          *Dispatcher[string, string]
 	)
-	itemOf := func(name string) *chaosItem {
-		v, _ := items.LoadOrStore(name, new(chaosItem))
-		return v.(*chaosItem)
+	itemOf := func(name string) *faultedItem {
+		v, _ := items.LoadOrStore(name, new(faultedItem))
+		return v.(*faultedItem)
 	}
 	fail := func(format string, args ...any) {
 		if violations.Add(1) <= 10 {
@@ -176,10 +176,10 @@ func chaos(t *testing.T, seed uint64) {
 			switch n := r.IntN(100); {
 			case n < 15:
 				counts.errors.Add(1)
-				return errors.New("chaos: error")
+				return errors.New("injected error")
 			case n < 25:
 				counts.panics.Add(1)
-				panic("chaos: panic")
+				panic("injected panic")
 			case n < 35:
 				counts.goexits.Add(1)
 				runtime.Goexit()
@@ -249,7 +249,7 @@ func chaos(t *testing.T, seed uint64) {
 	runDone := make(chan struct{})
 	go func() { d.Run(ctx); close(runDone) }()
 
-	// Phase 1: adders race with the chaos; then time moves until every
+	// Phase 1: adders race with the faults; then time moves until every
 	// item is handled or reported and nothing runs.
 	var wg sync.WaitGroup
 	for a := range adders {
@@ -264,7 +264,7 @@ func chaos(t *testing.T, seed uint64) {
 	allServed := func() (string, bool) {
 		var missing string
 		items.Range(func(k, v any) bool {
-			it := v.(*chaosItem)
+			it := v.(*faultedItem)
 			if it.served.Load() < it.adds.Load() {
 				missing = k.(string)
 				return false
@@ -302,7 +302,7 @@ func chaos(t *testing.T, seed uint64) {
 		assert.Equal(t, int64(1), itemOf("L:"+node+"/p").succeeded.Load(), "shard %d stopped", s)
 	}
 
-	// Phase 3: shut down in the middle of more chaos.
+	// Phase 3: shut down in the middle of more faults.
 	for a := range adders {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(seed, uint64(adders+a)))
@@ -323,7 +323,7 @@ func chaos(t *testing.T, seed uint64) {
 		t.Errorf("%s neither handled nor reported", missing)
 	}
 	items.Range(func(k, v any) bool {
-		it := v.(*chaosItem)
+		it := v.(*faultedItem)
 		if ends := it.succeeded.Load() + it.reported.Load() + it.refused.Load(); ends > it.adds.Load() {
 			fail("%s: %d successes, %d reports and %d refused adds for %d adds",
 				k, it.succeeded.Load(), it.reported.Load(), it.refused.Load(), it.adds.Load())
@@ -340,7 +340,7 @@ func chaos(t *testing.T, seed uint64) {
 		"sleeps": &counts.sleeps, "handler re-adds": &counts.readds, "hook re-adds": &counts.hookReadds,
 		"drops after the last attempt": &counts.exhausted, "drops at shutdown": &counts.stopped,
 	} {
-		assert.NotZero(t, n.Load(), "the chaos made no %s", what)
+		assert.NotZero(t, n.Load(), "the faults made no %s", what)
 	}
 	t.Logf("errors %d, panics %d, Goexits %d, sleeps %d, handler re-adds %d, hook re-adds %d, dropped after the last attempt %d, at shutdown %d",
 		counts.errors.Load(), counts.panics.Load(), counts.goexits.Load(), counts.sleeps.Load(),
