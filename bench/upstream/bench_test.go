@@ -137,11 +137,11 @@ var releasing = map[string]func(n int) (queue, func()){
 		done := countdown(n)
 		q, err := timedqueue.New(func(context.Context, string) error { return errFired },
 			timedqueue.WithLogger(logr.Discard()),
-			timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 1}),
-			timedqueue.WithFailureHook(func(timedqueue.TimedWorker[string], error) { done.tick() }))
+			timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: 1}))
 		if err != nil {
 			panic(err)
 		}
+		q.SetFailureHook(func(timedqueue.TimedWorker[string], error) { done.tick() })
 		return &ours{q, getItems()}, done.wait
 	},
 	// Upstream logs "Worker finished, removing" at V(4), holding its lock,
@@ -151,7 +151,12 @@ var releasing = map[string]func(n int) (queue, func()){
 		done := countdown(n)
 		t := newTheirs(func(string, time.Time) {}).(*theirs)
 		t.ctx = klog.NewContext(context.Background(), logr.New(finishedSink{done.tick}))
-		return t, func() { done.wait(); t.q.Lock(); t.q.Unlock() } //nolint:staticcheck // an empty critical section: a barrier
+		return t, func() {
+			done.wait()
+			t.q.Lock()
+			//lint:ignore SA2001 an empty critical section: a barrier for the last delete
+			t.q.Unlock()
+		}
 	},
 }
 

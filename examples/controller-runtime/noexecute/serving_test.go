@@ -68,7 +68,7 @@ func TestMetricsAndEvictionsBehindAuthn(t *testing.T) {
 		assert.Contains(t, body, line+"\n")
 	}
 
-	status, body = h.get(base+noexecute.DebugEvictionsPath, nobody)
+	status, _ = h.get(base+noexecute.DebugEvictionsPath, nobody)
 	assert.Equal(t, http.StatusForbidden, status)
 	status, body = h.get(base+noexecute.DebugEvictionsPath, reader)
 	require.Equal(t, http.StatusOK, status, body)

@@ -87,5 +87,6 @@ func (e holdingEventInterface) CreateWithEventNamespace(event *v1.Event) (*v1.Ev
 	if strings.HasPrefix(event.Message, e.h.prefix) {
 		<-e.h.held
 	}
+	//lint:ignore SA1019 client-go's EventSinkImpl writes through this method
 	return e.EventInterface.CreateWithEventNamespace(event)
 }

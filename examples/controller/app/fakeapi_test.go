@@ -46,11 +46,7 @@ func testPod(name string, uid types.UID) *v1.Pod { return kubetest.Pod(name, uid
 // (for a create or an update, the object's), or "" for a list or a watch.
 func actionName(a clienttesting.Action) string {
 	switch a := a.(type) {
-	case clienttesting.GetAction:
-		return a.GetName()
-	case clienttesting.DeleteAction:
-		return a.GetName()
-	case clienttesting.PatchAction:
+	case interface{ GetName() string }: // get, delete, patch
 		return a.GetName()
 	case interface{ GetObject() runtime.Object }: // create, update
 		if o, err := meta.Accessor(a.GetObject()); err == nil {

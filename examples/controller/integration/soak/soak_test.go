@@ -208,7 +208,7 @@ func TestSoak(t *testing.T) {
 	require.NoError(t, err)
 	// A ServiceAccount allowed /metrics, and tokens for it that outlive the
 	// soak (a TokenRequest's default is an hour).
-	scrapeToken, err := env.ServiceAccountToken(ctx, ns, "scraper", "taintkit-noexecute-metrics-reader")
+	_, err = env.ServiceAccountToken(ctx, ns, "scraper", "taintkit-noexecute-metrics-reader")
 	require.NoError(t, err)
 	token := func() (string, error) {
 		tr, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "scraper", &authenticationv1.TokenRequest{
@@ -219,7 +219,7 @@ func TestSoak(t *testing.T) {
 		}
 		return tr.Status.Token, nil
 	}
-	scrapeToken, err = token()
+	scrapeToken, err := token()
 	require.NoError(t, err)
 
 	finaliser, err := testenv.StartPodFinaliser(ctx, c, ns)

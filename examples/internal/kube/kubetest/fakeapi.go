@@ -47,6 +47,7 @@ func NewClientset(objs ...runtime.Object) *fake.Clientset {
 		if ev.DeleteOptions != nil && ev.DeleteOptions.Preconditions != nil && ev.DeleteOptions.Preconditions.UID != nil {
 			if uid := obj.(*v1.Pod).UID; uid != *ev.DeleteOptions.Preconditions.UID {
 				return true, nil, apierrors.NewConflict(v1.Resource("pods"), ev.Name,
+					//lint:ignore ST1005 the API server's own message
 					fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *ev.DeleteOptions.Preconditions.UID, uid))
 			}
 		}
@@ -88,6 +89,7 @@ func NewClientset(objs ...runtime.Object) *fake.Clientset {
 		}
 		if uid := obj.(*v1.Pod).UID; uid != *pre.UID {
 			return true, nil, apierrors.NewConflict(v1.Resource("pods"), da.GetName(),
+				//lint:ignore ST1005 the API server's own message
 				fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *pre.UID, uid))
 		}
 		return false, nil, nil
