@@ -14,9 +14,10 @@ import (
 	"testing"
 )
 
-// README.md's Go code is tested code. Every ```go block in it is preceded by
-// a marker naming the function whose body it is, in a _test.go file of the
-// package in the named directory:
+// The Go code of the repository's documentation (docFiles) is tested code.
+// Every ```go block in it is preceded by a marker naming the function whose
+// body it is, in a _test.go file of the package in the named directory
+// (relative to the repository's root, whichever file quotes it):
 //
 //	<!-- example: tolerations.Example_quickStart -->  an Example with // Output:
 //	<!-- test: timedqueue.TestReadmeFakeClock -->     a Test
@@ -31,18 +32,36 @@ import (
 // whose dependencies this module must not have): this test reads its files,
 // and that module's go test, which .ci/run runs, compiles and runs them.
 
+// docFiles are the Markdown files whose code, links and commands are checked.
+var docFiles = []string{"README.md", "CONTRIBUTING.md", "examples/README.md", "bench/README.md"}
+
 func TestReadmeCodeIsTested(t *testing.T) {
-	data, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
+	goBlocks := 0
+	seen := map[string]string{}
+	for _, file := range docFiles {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks, problems := parseReadme(data)
+		problems = append(problems, checkGoBlocks(blocks)...)
+		for _, p := range problems {
+			t.Error(file + p)
+		}
+		for _, b := range blocks {
+			if b.marker == "" {
+				continue
+			}
+			name := b.dir + "." + b.fn
+			if prev, ok := seen[name]; ok {
+				t.Errorf("%s:%d: %s is already quoted in %s", file, b.line, name, prev)
+			}
+			seen[name] = fmt.Sprintf("%s:%d", file, b.line)
+		}
+		goBlocks += countLang(blocks, "go")
 	}
-	blocks, problems := parseReadme(data)
-	problems = append(problems, checkGoBlocks(blocks)...)
-	for _, p := range problems {
-		t.Error("README.md" + p)
-	}
-	if countLang(blocks, "go") == 0 {
-		t.Error("README.md has no go block: is the parser broken?")
+	if goBlocks == 0 {
+		t.Error("no go block in the documentation: is the parser broken?")
 	}
 }
 
@@ -89,8 +108,9 @@ func TestReadmeCheckerCatchesMistakes(t *testing.T) {
 	}
 }
 
-// The README's shell blocks are commands a newcomer runs from a checkout: the
-// directories they name must exist.
+// The README's shell blocks are commands a newcomer runs from a checkout
+// (the root of the repository): the directories they name must exist, those
+// after go -C DIR inside DIR.
 func TestReadmeCommandsNameExistingPackages(t *testing.T) {
 	data, err := os.ReadFile("README.md")
 	if err != nil {
@@ -100,42 +120,69 @@ func TestReadmeCommandsNameExistingPackages(t *testing.T) {
 	if countLang(blocks, "sh") == 0 {
 		t.Fatal("README.md has no sh block: is the parser broken?")
 	}
-	cmdRE := regexp.MustCompile(`^go (?:run|test|vet) (\./\S*)`)
+	checked := 0
 	for _, b := range blocks {
 		if b.lang != "sh" {
 			continue
 		}
 		for _, line := range strings.Split(b.code, "\n") {
-			m := cmdRE.FindStringSubmatch(strings.TrimSpace(line))
-			if m == nil {
-				continue
-			}
-			dir := strings.TrimSuffix(strings.TrimSuffix(m[1], "..."), "/")
-			if dir == "." || dir == "" {
-				continue
-			}
-			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-				t.Errorf("README.md:%d: %q names %s, which is not a directory", b.line, line, dir)
+			for _, dir := range commandDirs(line) {
+				checked++
+				if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+					t.Errorf("README.md:%d: %q names %s, which is not a directory", b.line, line, dir)
+				}
 			}
 		}
+	}
+	if checked == 0 {
+		t.Error("README.md's commands name no directory: is the parser broken?")
 	}
 }
 
-// Relative links in the README point at files of the repository.
-func TestReadmeLinksResolve(t *testing.T) {
-	data, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
+// commandDirs returns the directories a go run, test or vet command line
+// names, relative to the repository's root: its -C directory, and the
+// package patterns inside it.
+func commandDirs(line string) []string {
+	m := commandRE.FindStringSubmatch(strings.TrimSpace(line))
+	if m == nil {
+		return nil
 	}
-	linkRE := regexp.MustCompile(`\]\(([^)\s]+)\)`)
-	for _, m := range linkRE.FindAllStringSubmatch(string(data), -1) {
-		target := m[1]
-		if strings.Contains(target, "://") || strings.HasPrefix(target, "#") {
+	base := m[1]
+	dirs := []string{}
+	if base != "" {
+		dirs = append(dirs, base)
+	}
+	for _, arg := range strings.Fields(m[2]) {
+		if strings.HasPrefix(arg, "#") {
+			break
+		}
+		if !strings.HasPrefix(arg, "./") {
 			continue
 		}
-		target, _, _ = strings.Cut(target, "#")
-		if _, err := os.Stat(target); err != nil {
-			t.Errorf("README.md links to %s, which does not exist", m[1])
+		dirs = append(dirs, filepath.Join(base, strings.TrimSuffix(arg, "...")))
+	}
+	return dirs
+}
+
+var commandRE = regexp.MustCompile(`^go (?:-C (\S+) )?(?:run|test|vet) (.*)$`)
+
+// Relative links in the documentation point at files of the repository.
+func TestReadmeLinksResolve(t *testing.T) {
+	linkRE := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, file := range docFiles {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range linkRE.FindAllStringSubmatch(string(data), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "#") {
+				continue
+			}
+			target, _, _ = strings.Cut(target, "#")
+			if _, err := os.Stat(filepath.Join(filepath.Dir(file), target)); err != nil {
+				t.Errorf("%s links to %s, which does not exist", file, m[1])
+			}
 		}
 	}
 }
@@ -378,4 +425,21 @@ func countLang(blocks []readmeBlock, lang string) int {
 		}
 	}
 	return n
+}
+
+// The command parser must see the directories a newcomer's command names, or
+// TestReadmeCommandsNameExistingPackages proves nothing.
+func TestCommandDirs(t *testing.T) {
+	for line, want := range map[string][]string{
+		"go -C examples run ./noexecute   # the demo":  {"examples", "examples/noexecute"},
+		"go test ./...                    # the tests": {"."},
+		"go test ./timedqueue/... ./sharding":          {"timedqueue", "sharding"},
+		"go -C examples test ./internal/... # ./x":     {"examples", "examples/internal"},
+		"bash .ci/run": nil,
+	} {
+		got := commandDirs(line)
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("commandDirs(%q) = %q, want %q", line, got, want)
+		}
+	}
 }

@@ -15,9 +15,9 @@ import (
 	"github.com/taintkit/taintkit/timedqueue"
 )
 
-// The README quotes the bodies of Example_quickStart and
-// TestReadmeFakeClock verbatim; the root package's TestReadmeCodeIsTested
-// fails if they drift apart.
+// README.md quotes the body of Example_quickStart, and CONTRIBUTING.md
+// that of TestReadmeFakeClock, verbatim; the root package's
+// TestReadmeCodeIsTested fails if they drift apart.
 
 func Example_quickStart() {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)

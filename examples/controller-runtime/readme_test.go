@@ -23,7 +23,7 @@ import (
 	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
-// The root README's "Using it with controller-runtime" quotes the body of
+// examples/README.md's "Using it with controller-runtime" quotes the body of
 // runControllers verbatim; the root package's TestReadmeCodeIsTested fails
 // if they drift apart, and TestReadmeRunControllers runs it.
 
