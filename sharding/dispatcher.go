@@ -318,7 +318,7 @@ func settle[H, L, T comparable](ctx context.Context, d *Dispatcher[H, L], idx in
 	// A handler failing once ctx is done most likely failed because of it:
 	// that is the shutdown, not a failure to count, retry or report.
 	stopping := err != nil && ctx.Err() != nil
-	out, attempts := lane.of(s).done(item, err != nil, stopping, d.retry.MaxAttempts, gen)
+	out, attempts := lane.of(s).done(item, err != nil, stopping, d.retry, gen)
 	s.mu.Unlock()
 
 	if pe, ok := err.(*PanicError); ok {

@@ -594,6 +594,61 @@ func TestRetryBackoffThenDrop(t *testing.T) {
 	})
 }
 
+// Rules: with UnlimitedAttempts a failing item is retried, every MaxBackoff
+// once capped, until its handler succeeds: never dropped, and an add while it
+// waits queues it at once.
+func TestUnlimitedAttemptsRetryUntilSuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv()
+		cfg := e.config()
+		cfg.Retry = sharding.RetryPolicy{MaxAttempts: sharding.UnlimitedAttempts, InitialBackoff: time.Second, MaxBackoff: 2 * time.Second}
+		failures := 30 // far beyond DefaultMaxAttempts
+		calls := 0
+		cfg.HandleLow = func(context.Context, string) error {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if calls++; calls <= failures {
+				return errors.New("refused")
+			}
+			return nil
+		}
+		count := func() int {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return calls
+		}
+		d, err := sharding.New(cfg)
+		require.NoError(t, err)
+		run(t, d)
+
+		d.AddLow("x/p")
+		synctest.Wait()
+		require.Equal(t, 1, count())
+		e.clk.Step(time.Second) // 1s, then 2s each
+		synctest.Wait()
+		require.Equal(t, 2, count())
+		for want := 3; want <= 20; want++ {
+			e.clk.Step(2*time.Second - time.Nanosecond)
+			synctest.Wait()
+			require.Equal(t, want-1, count(), "retried before MaxBackoff")
+			e.clk.Step(time.Nanosecond)
+			synctest.Wait()
+			require.Equal(t, want, count())
+		}
+		d.AddLow("x/p") // queued at once, attempts reset
+		synctest.Wait()
+		require.Equal(t, 21, count())
+		for range 20 {
+			e.clk.Step(2 * time.Second)
+			synctest.Wait()
+		}
+		assert.Equal(t, failures+1, count(), "retried until it succeeded, then never again")
+		assert.Empty(t, e.dropped(), "nothing dropped")
+		assert.Equal(t, 0, e.metrics.get(e.metrics.drops, sharding.LaneLow))
+		assert.Equal(t, 0, d.Len())
+	})
+}
+
 // Rules: a retried item is queued at the back of its lane, and items waiting
 // for a retry do not hold back the other items of their shard.
 func TestRetryQueuesAtBackAndHoldsNothingBack(t *testing.T) {

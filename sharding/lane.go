@@ -95,7 +95,7 @@ func (l *lane[T]) pop() T {
 // A failure while stopping (Run's context done) is not counted: the item is
 // queued again, for the shutdown to drop. It returns what happened and the
 // item's failed attempts so far.
-func (l *lane[T]) done(item T, failed, stopping bool, maxAttempts int, gen uint64) (outcome, int) {
+func (l *lane[T]) done(item T, failed, stopping bool, retry RetryPolicy, gen uint64) (outcome, int) {
 	st := l.items[item]
 	if st.phase == phaseHandlingReadd {
 		// A re-add supersedes the outcome, failure or not: run once more,
@@ -115,7 +115,7 @@ func (l *lane[T]) done(item T, failed, stopping bool, maxAttempts int, gen uint6
 		return outcomeStopped, st.attempts
 	}
 	st.attempts++
-	if st.attempts >= maxAttempts {
+	if retry.exhausted(st.attempts) {
 		l.forget(item)
 		return outcomeDrop, st.attempts
 	}

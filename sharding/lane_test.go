@@ -24,10 +24,10 @@ func TestLaneGivesMemoryBack(t *testing.T) {
 	for range n {
 		item := l.pop()
 		if item < stuck {
-			out, _ := l.done(item, true, false, 5, 1)
+			out, _ := l.done(item, true, false, RetryPolicy{MaxAttempts: 5}, 1)
 			require.Equal(t, outcomeRetry, out)
 		} else {
-			out, _ := l.done(item, false, false, 5, 0)
+			out, _ := l.done(item, false, false, RetryPolicy{MaxAttempts: 5}, 0)
 			require.Equal(t, outcomeDone, out)
 		}
 	}
@@ -45,13 +45,13 @@ func TestLaneGivesMemoryBack(t *testing.T) {
 		h.add(i)
 	}
 	for range 3 * laneRebuildAt {
-		h.done(h.pop(), false, false, 5, 0)
+		h.done(h.pop(), false, false, RetryPolicy{MaxAttempts: 5}, 0)
 	}
 	next := 4 * laneRebuildAt
 	allocs := testing.AllocsPerRun(10_000, func() {
 		h.add(next)
 		next++
-		h.done(h.pop(), false, false, 5, 0)
+		h.done(h.pop(), false, false, RetryPolicy{MaxAttempts: 5}, 0)
 	})
 	assert.Less(t, allocs, 0.01, "a lane hovering around its threshold rebuilds at every step")
 	runtime.KeepAlive(&l)

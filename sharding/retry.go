@@ -17,14 +17,24 @@ const (
 // conversion of a negative constant to uint fails to compile if they drift.
 const _ = uint(DefaultMaxAttempts-backoff.DefaultMaxAttempts) + uint(backoff.DefaultMaxAttempts-DefaultMaxAttempts) +
 	uint(DefaultInitialBackoff-backoff.DefaultInitialBackoff) + uint(backoff.DefaultInitialBackoff-DefaultInitialBackoff) +
-	uint(DefaultMaxBackoff-backoff.DefaultMaxBackoff) + uint(backoff.DefaultMaxBackoff-DefaultMaxBackoff)
+	uint(DefaultMaxBackoff-backoff.DefaultMaxBackoff) + uint(backoff.DefaultMaxBackoff-DefaultMaxBackoff) +
+	uint(UnlimitedAttempts-backoff.UnlimitedAttempts) + uint(backoff.UnlimitedAttempts-UnlimitedAttempts)
+
+// UnlimitedAttempts as [RetryPolicy.MaxAttempts] retries a failed item until
+// a handler call succeeds or Run stops: such an item is never dropped as
+// failed, and one that always fails costs a call every MaxBackoff, and its
+// memory, for as long as Run runs. An add of the item while it waits for a
+// retry queues it at once, with its attempts reset, as with any policy.
+const UnlimitedAttempts = -1
 
 // RetryPolicy says when a failed attempt is tried again: after the wait
 // [RetryPolicy.Backoff] gives, on the clock from the attempt's return, up to
-// MaxAttempts attempts in all. Zero fields take the Default constants, but a MaxBackoff set alone below
+// MaxAttempts attempts in all ([UnlimitedAttempts]: no limit). Zero fields
+// take the Default constants, but a MaxBackoff set alone below
 // DefaultInitialBackoff makes every wait MaxBackoff, and an InitialBackoff set
 // alone above DefaultMaxBackoff makes every wait InitialBackoff. New rejects
-// negative fields, and a MaxBackoff below InitialBackoff when both are set.
+// negative fields but UnlimitedAttempts, and a MaxBackoff below
+// InitialBackoff when both are set.
 type RetryPolicy struct {
 	MaxAttempts    int           // counts the first attempt: 1 means no retry
 	InitialBackoff time.Duration // the wait after the first failure
@@ -48,3 +58,7 @@ func (p RetryPolicy) withDefaults() RetryPolicy { return RetryPolicy(backoff.Pol
 // backoff returns the wait after the failures-th failed attempt (1-based).
 // p must have its defaults applied.
 func (p RetryPolicy) backoff(failures int) time.Duration { return backoff.Policy(p).Wait(failures) }
+
+// exhausted reports whether failures leave no attempt to make. p must have
+// its defaults applied.
+func (p RetryPolicy) exhausted(failures int) bool { return backoff.Policy(p).Exhausted(failures) }

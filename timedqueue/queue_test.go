@@ -347,7 +347,7 @@ func TestNewErrors(t *testing.T) {
 		{"zero concurrency", work, []timedqueue.Option{timedqueue.WithMaxConcurrency(0)}, "timedqueue: MaxConcurrency must be at least 1, got 0"},
 		{"huge concurrency", work, []timedqueue.Option{timedqueue.WithMaxConcurrency(1<<20 + 1)}, "timedqueue: MaxConcurrency must be at most 1048576, got 1048577"},
 		{"nil clock", work, []timedqueue.Option{timedqueue.WithClock(nil)}, "timedqueue: WithClock: clock must not be nil"},
-		{"negative attempts", work, []timedqueue.Option{timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: -1})}, "MaxAttempts must not be negative, got -1"},
+		{"negative attempts", work, []timedqueue.Option{timedqueue.WithRetry(timedqueue.RetryPolicy{MaxAttempts: -2})}, "MaxAttempts must not be negative but for UnlimitedAttempts (-1), got -2"},
 		{"negative initial", work, []timedqueue.Option{timedqueue.WithRetry(timedqueue.RetryPolicy{InitialBackoff: -time.Second})}, "InitialBackoff must not be negative, got -1s"},
 		{"negative max", work, []timedqueue.Option{timedqueue.WithRetry(timedqueue.RetryPolicy{MaxBackoff: -time.Second})}, "MaxBackoff must not be negative, got -1s"},
 		{"max below initial", work, []timedqueue.Option{timedqueue.WithRetry(timedqueue.RetryPolicy{InitialBackoff: time.Minute, MaxBackoff: time.Second})}, "timedqueue: RetryPolicy.MaxBackoff (1s) must not be less than RetryPolicy.InitialBackoff (1m0s)"},

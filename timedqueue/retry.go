@@ -14,13 +14,29 @@ const (
 	DefaultMaxBackoff     = time.Minute
 )
 
+// The constants are internal/backoff's, shared with package sharding: a
+// conversion of a negative constant to uint fails to compile if they drift.
+const _ = uint(DefaultMaxAttempts-backoff.DefaultMaxAttempts) + uint(backoff.DefaultMaxAttempts-DefaultMaxAttempts) +
+	uint(DefaultInitialBackoff-backoff.DefaultInitialBackoff) + uint(backoff.DefaultInitialBackoff-DefaultInitialBackoff) +
+	uint(DefaultMaxBackoff-backoff.DefaultMaxBackoff) + uint(backoff.DefaultMaxBackoff-DefaultMaxBackoff) +
+	uint(UnlimitedAttempts-backoff.UnlimitedAttempts) + uint(backoff.UnlimitedAttempts-UnlimitedAttempts)
+
+// UnlimitedAttempts as [RetryPolicy.MaxAttempts] retries a failed schedule
+// until an attempt succeeds, fails with a [Permanent] error, or the caller
+// ends it ([TimedWorkerQueue.CancelWork], an UpdateWork to another time,
+// Shutdown). It is for work that must not be given up while it is wanted:
+// such a schedule never reaches the failure hook, and one that always fails
+// costs an attempt every MaxBackoff, and its memory, until it is cancelled.
+const UnlimitedAttempts = -1
+
 // RetryPolicy says when a failed attempt is tried again: after
 // [RetryPolicy.Backoff], on the clock from the attempt's return, up to
-// MaxAttempts attempts in all. Zero fields take the Default constants (a
-// MaxBackoff set alone below DefaultInitialBackoff makes every wait MaxBackoff;
-// an InitialBackoff set alone above DefaultMaxBackoff, every wait
-// InitialBackoff). New rejects negative fields, and MaxBackoff below
-// InitialBackoff when both are set.
+// MaxAttempts attempts in all ([UnlimitedAttempts]: no limit). Zero fields
+// take the Default constants (a MaxBackoff set alone below
+// DefaultInitialBackoff makes every wait MaxBackoff; an InitialBackoff set
+// alone above DefaultMaxBackoff, every wait InitialBackoff). New rejects
+// negative fields but UnlimitedAttempts, and MaxBackoff below InitialBackoff
+// when both are set.
 type RetryPolicy struct {
 	MaxAttempts    int           // counts the first attempt: 1 means no retry
 	InitialBackoff time.Duration // the wait after the first failure
@@ -49,6 +65,10 @@ func (p RetryPolicy) normalize() (RetryPolicy, error) {
 func (p RetryPolicy) backoff(failed int) time.Duration {
 	return backoff.Policy(p).Wait(failed)
 }
+
+// exhausted reports whether failed attempts leave none to make. p must be
+// normalized.
+func (p RetryPolicy) exhausted(failed int) bool { return backoff.Policy(p).Exhausted(failed) }
 
 // permanentError marks an error as not worth retrying.
 type permanentError struct{ err error }

@@ -219,3 +219,100 @@ func TestRetryAtAfterShutdownDrops(t *testing.T) {
 		assert.Equal(t, 0, q.Len())
 	})
 }
+
+// UnlimitedAttempts: a failing schedule is retried, every MaxBackoff once
+// the backoff is capped, until an attempt succeeds; nothing is given up.
+func TestUnlimitedAttemptsRetryUntilSuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk, f, q, fl := setup(t, timedqueue.WithRetry(timedqueue.RetryPolicy{
+			MaxAttempts: timedqueue.UnlimitedAttempts, InitialBackoff: time.Second, MaxBackoff: 4 * time.Second}))
+		errs := make([]error, 40) // far beyond DefaultMaxAttempts
+		for i := range errs {
+			errs[i] = fmt.Errorf("refused %d", i+1)
+		}
+		f.script("a", errs...)
+		q.AddWork("a", t0, t0)
+		synctest.Wait()
+		require.Equal(t, []run{{"a", 0}}, f.takeRuns())
+		at := time.Duration(0)
+		for i := 1; i <= len(errs); i++ {
+			wait := 4 * time.Second // 1s, 2s, then capped
+			if i < 3 {
+				wait = time.Second << (i - 1)
+			}
+			step(clk, wait-time.Nanosecond)
+			require.Empty(t, f.takeRuns(), "retry %d came before its backoff of %v", i, wait)
+			w, ok := q.GetWorker("a")
+			require.True(t, ok, "still scheduled after %d failures", i)
+			require.Equal(t, i, w.Attempts)
+			step(clk, time.Nanosecond)
+			at += wait
+			require.Equal(t, []run{{"a", at}}, f.takeRuns())
+		}
+		assert.Equal(t, 0, q.Len(), "the 41st attempt succeeded: released")
+		assert.Empty(t, fl.get(), "nothing was given up")
+	})
+}
+
+// UnlimitedAttempts ends when the caller ends it: CancelWork while it backs
+// off, a Permanent error, or Shutdown. None of them leaves an attempt behind.
+func TestUnlimitedAttemptsEndWhenTheCallerEndsThem(t *testing.T) {
+	policy := timedqueue.WithRetry(timedqueue.RetryPolicy{
+		MaxAttempts: timedqueue.UnlimitedAttempts, InitialBackoff: time.Second, MaxBackoff: time.Second})
+	always := func(f *fake, key string, last error) {
+		errs := make([]error, 100)
+		for i := range errs {
+			errs[i] = errors.New("refused")
+		}
+		if last != nil {
+			errs[len(errs)-1] = last
+		}
+		f.script(key, errs...)
+	}
+	t.Run("cancelled", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			clk, f, q, fl := setup(t, policy)
+			always(f, "a", nil)
+			q.AddWork("a", t0, t0)
+			synctest.Wait()
+			for range 10 {
+				step(clk, time.Second)
+			}
+			assert.Len(t, f.takeRuns(), 11)
+			assert.True(t, q.CancelWork("a"), "a backing-off schedule is cancelled")
+			step(clk, time.Hour)
+			assert.Empty(t, f.takeRuns())
+			assert.Empty(t, fl.get(), "a cancelled schedule is not a failure")
+		})
+	})
+	t.Run("permanent", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			clk, f, q, fl := setup(t, policy)
+			gone := timedqueue.Permanent(errors.New("the pod is another pod now"))
+			always(f, "a", gone)
+			q.AddWork("a", t0, t0)
+			synctest.Wait()
+			for range 100 {
+				step(clk, time.Second)
+			}
+			assert.Len(t, f.takeRuns(), 100)
+			calls := fl.get()
+			require.Len(t, calls, 1)
+			assert.Equal(t, gone, calls[0].err)
+			assert.Equal(t, 100, calls[0].w.Attempts)
+			assert.Equal(t, 0, q.Len())
+		})
+	})
+	t.Run("shutdown", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			clk, f, q, _ := setup(t, policy)
+			always(f, "a", nil)
+			q.AddWork("a", t0, t0)
+			synctest.Wait()
+			step(clk, time.Second)
+			require.NoError(t, q.Shutdown(context.Background()))
+			step(clk, time.Hour)
+			assert.Len(t, f.takeRuns(), 2, "no attempt after Shutdown")
+		})
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"time"
 )
@@ -201,9 +202,11 @@ func (q *TimedWorkerQueue[K]) settle(a *attempt[K], err error) (next *attempt[K]
 		}
 		log = func() { q.log.V(4).Info("Work deferred", "key", key, "until", ra.at, "reason", ra.reason) }
 	default:
-		e.attempts++
+		if e.attempts < math.MaxInt32 { // unlimited attempts count up to here
+			e.attempts++
+		}
 		attempts := int(e.attempts)
-		if !q.down.closed && !IsPermanent(err) && attempts < q.retry.MaxAttempts {
+		if !q.down.closed && !IsPermanent(err) && !q.retry.exhausted(attempts) {
 			wait := q.retry.backoff(attempts)
 			e.next = now.add(wait)
 			s.push(i)

@@ -17,6 +17,10 @@ const (
 	DefaultMaxBackoff     = time.Minute
 )
 
+// UnlimitedAttempts as MaxAttempts retries until the attempt succeeds or the
+// caller ends it.
+const UnlimitedAttempts = -1
+
 // Policy has the fields of the exported RetryPolicy types, so that each
 // converts to it.
 type Policy struct {
@@ -27,14 +31,14 @@ type Policy struct {
 
 // Check returns an error naming the first invalid field of p, or nil. pkg
 // and name say where the policy is set ("sharding", "Retry"): the error reads
-// "sharding: Retry.MaxAttempts must not be negative, got -1". A valid p has
-// no negative field and, when both backoffs are set, a MaxBackoff no smaller
-// than InitialBackoff. With one backoff zero, p is valid whatever the other:
+// "sharding: Retry.InitialBackoff must not be negative, got -1s". A valid p
+// has no negative field but a MaxAttempts of UnlimitedAttempts and, when
+// both backoffs are set, a MaxBackoff no smaller than InitialBackoff. With one backoff zero, p is valid whatever the other:
 // WithDefaults resolves the pair.
 func (p Policy) Check(pkg, name string) error {
 	switch {
-	case p.MaxAttempts < 0:
-		return fmt.Errorf("%s: %s.MaxAttempts must not be negative, got %d", pkg, name, p.MaxAttempts)
+	case p.MaxAttempts < 0 && p.MaxAttempts != UnlimitedAttempts:
+		return fmt.Errorf("%s: %s.MaxAttempts must not be negative but for UnlimitedAttempts (-1), got %d", pkg, name, p.MaxAttempts)
 	case p.InitialBackoff < 0:
 		return fmt.Errorf("%s: %s.InitialBackoff must not be negative, got %v", pkg, name, p.InitialBackoff)
 	case p.MaxBackoff < 0:
@@ -51,7 +55,7 @@ func (p Policy) Check(pkg, name string) error {
 // MaxBackoff alone below DefaultInitialBackoff is also the first wait, and
 // an InitialBackoff alone above DefaultMaxBackoff is also the cap. So the
 // result of a valid p (Check returns nil) always has
-// 0 < InitialBackoff ≤ MaxBackoff and MaxAttempts ≥ 1.
+// 0 < InitialBackoff ≤ MaxBackoff, and MaxAttempts ≥ 1 or UnlimitedAttempts.
 func (p Policy) WithDefaults() Policy {
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = DefaultMaxAttempts
@@ -66,6 +70,12 @@ func (p Policy) WithDefaults() Policy {
 		p.MaxBackoff = max(DefaultMaxBackoff, p.InitialBackoff)
 	}
 	return p
+}
+
+// Exhausted reports whether failed attempts leave none to make. p must be
+// the result of WithDefaults on a valid Policy.
+func (p Policy) Exhausted(failed int) bool {
+	return p.MaxAttempts != UnlimitedAttempts && failed >= p.MaxAttempts
 }
 
 // Wait returns the wait after the n-th failed attempt (n ≥ 1; smaller n

@@ -22,7 +22,8 @@ func TestCheck(t *testing.T) {
 		// One backoff alone is valid whatever its value: the other's default gives way.
 		{"max alone, tiny", backoff.Policy{MaxBackoff: time.Nanosecond}, ""},
 		{"initial alone, huge", backoff.Policy{InitialBackoff: 24 * time.Hour}, ""},
-		{"negative attempts", backoff.Policy{MaxAttempts: -1}, "pkg: P.MaxAttempts must not be negative, got -1"},
+		{"unlimited attempts", backoff.Policy{MaxAttempts: backoff.UnlimitedAttempts}, ""},
+		{"negative attempts", backoff.Policy{MaxAttempts: -2}, "pkg: P.MaxAttempts must not be negative but for UnlimitedAttempts (-1), got -2"},
 		{"negative initial", backoff.Policy{InitialBackoff: -time.Second}, "pkg: P.InitialBackoff must not be negative, got -1s"},
 		{"negative max", backoff.Policy{MaxBackoff: -time.Second}, "pkg: P.MaxBackoff must not be negative, got -1s"},
 		{"max below initial", backoff.Policy{InitialBackoff: 2 * time.Second, MaxBackoff: time.Second},
@@ -49,6 +50,8 @@ func TestWithDefaults(t *testing.T) {
 	}{
 		{"zero", backoff.Policy{},
 			backoff.Policy{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute}, "the defaults"},
+		{"unlimited stays", backoff.Policy{MaxAttempts: backoff.UnlimitedAttempts},
+			backoff.Policy{MaxAttempts: backoff.UnlimitedAttempts, InitialBackoff: time.Second, MaxBackoff: time.Minute}, ""},
 		{"set fields stay", backoff.Policy{MaxAttempts: 1, InitialBackoff: 2 * time.Second, MaxBackoff: 3 * time.Second},
 			backoff.Policy{MaxAttempts: 1, InitialBackoff: 2 * time.Second, MaxBackoff: 3 * time.Second}, ""},
 		{"max alone below the default initial", backoff.Policy{MaxBackoff: 100 * time.Millisecond},
@@ -90,7 +93,7 @@ func TestBackoff(t *testing.T) {
 	assert.Equal(t, 4*time.Second, zero.Backoff(3))
 	assert.Equal(t, time.Minute, zero.Backoff(40))
 	for _, bad := range []backoff.Policy{
-		{MaxAttempts: -1, InitialBackoff: time.Hour},
+		{MaxAttempts: -2, InitialBackoff: time.Hour},
 		{InitialBackoff: -time.Second},
 		{InitialBackoff: time.Hour, MaxBackoff: time.Second},
 	} {
@@ -100,4 +103,15 @@ func TestBackoff(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestExhausted(t *testing.T) {
+	three := backoff.Policy{MaxAttempts: 3}.WithDefaults()
+	assert.False(t, three.Exhausted(2))
+	assert.True(t, three.Exhausted(3), "the third failure was the last attempt")
+	unlimited := backoff.Policy{MaxAttempts: backoff.UnlimitedAttempts}.WithDefaults()
+	for _, failed := range []int{1, 5, 1 << 31, math.MaxInt} {
+		assert.False(t, unlimited.Exhausted(failed), "after %d failures", failed)
+	}
+	assert.Equal(t, time.Minute, unlimited.Wait(math.MaxInt), "the wait after any number of failures is capped")
 }
