@@ -195,6 +195,11 @@ const (
 	// DefaultEvictionBurst is one: with an --eviction-rate, evictions are
 	// spread evenly, none start together.
 	DefaultEvictionBurst = 1
+	// DefaultEvictionRetryMaxBackoff caps the wait between the attempts of
+	// an eviction that keeps failing: a pod refused for good draws an
+	// attempt every 30 s (a few requests a minute), and a refusal that ends
+	// is followed by the eviction within 30 s.
+	DefaultEvictionRetryMaxBackoff = 30 * time.Second
 	// DefaultDeviceTaintRuleMaxPods guards against a DeviceTaintRule that
 	// selects far more devices than meant (an empty selector selects every
 	// device in the cluster).

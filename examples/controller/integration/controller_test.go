@@ -126,8 +126,14 @@ func setup(t *testing.T, ns string) *harness {
 // setupNamespace is setup, with or without the oracle.
 func setupNamespace(t *testing.T, ns string, withOracle bool) *harness {
 	t.Helper()
+	return setupFor(t, ns, withOracle, testTimeout)
+}
+
+// setupFor is setupNamespace for a test that may take up to timeout.
+func setupFor(t *testing.T, ns string, withOracle bool, timeout time.Duration) *harness {
+	t.Helper()
 	env := testenv.Shared(t)
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	t.Cleanup(cancel)
 	c := env.Client()
 	require.NoError(t, applyRBAC(ctx, env))
@@ -362,7 +368,8 @@ func waitForLeader(ctx context.Context, c kubernetes.Interface, identity string)
 // clients (the informers', the manager's and the leader election's).
 type callRecorder struct {
 	mu        sync.Mutex
-	forbidden []string
+	forbidden []string // refused by RBAC
+	denied    []string // refused by an admission policy, as a test may arrange
 	conflicts []string      // DELETEs of pods refused with 409 Conflict
 	conflict  chan struct{} // closed at the first of them
 	// Evictions (POST pods/<name>/eviction) by pod name: the times of
@@ -421,6 +428,8 @@ func (r *callRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
 			}
 		}
 		switch {
+		case resp.StatusCode == http.StatusForbidden && admissionDenial(resp):
+			r.denied = append(r.denied, call)
 		case resp.StatusCode == http.StatusForbidden:
 			r.forbidden = append(r.forbidden, call)
 		case resp.StatusCode == http.StatusConflict && req.Method == http.MethodDelete && strings.Contains(req.URL.Path, "/pods/"):
@@ -431,6 +440,19 @@ func (r *callRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
 		}
 		return resp, err
 	})
+}
+
+// admissionDenial reports whether a 403 answer is an admission policy's
+// denial rather than RBAC's (peeking at the body, which the caller reads
+// after).
+func admissionDenial(resp *http.Response) bool {
+	if resp.Body == nil {
+		return false
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return bytes.Contains(body, []byte("ValidatingAdmissionPolicy"))
 }
 
 func (r *callRecorder) notifyLocked() {
