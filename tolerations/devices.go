@@ -5,17 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
-
-// ReasonDeletionByDeviceTaintManager is the [v1.DisruptionTarget] condition
-// reason Kubernetes' device-taint-eviction controller sets before deleting a
-// pod.
-const ReasonDeletionByDeviceTaintManager = "DeletionByDeviceTaintManager"
-
-// EventReasonDeviceTaintManagerEviction is the reason of the device taint
-// manager's events.
-const EventReasonDeviceTaintManagerEviction = "DeviceTaintManagerEviction"
 
 // DeviceID names a device as an allocation result does: the driver, the
 // pool and the device's name in the pool.
@@ -189,80 +179,4 @@ func Earliest(a, b Decision) Decision {
 	default:
 		return a
 	}
-}
-
-// PodClaimNames appends to dst the names of the ResourceClaims pod uses: those
-// its spec.resourceClaims name, directly or, for a claim made from a
-// template, through status.resourceClaimStatuses (none yet: skipped), and its
-// status.extendedResourceClaimStatus claim.
-func PodClaimNames(dst []string, pod *v1.Pod) []string {
-	if pod == nil {
-		return dst
-	}
-	for i := range pod.Spec.ResourceClaims {
-		c := &pod.Spec.ResourceClaims[i]
-		if c.ResourceClaimName != nil {
-			dst = append(dst, *c.ResourceClaimName)
-			continue
-		}
-		for j := range pod.Status.ResourceClaimStatuses {
-			s := &pod.Status.ResourceClaimStatuses[j]
-			if s.Name == c.Name && s.ResourceClaimName != nil {
-				dst = append(dst, *s.ResourceClaimName)
-				break
-			}
-		}
-	}
-	if e := pod.Status.ExtendedResourceClaimStatus; e != nil && e.ResourceClaimName != "" {
-		dst = append(dst, e.ResourceClaimName)
-	}
-	return dst
-}
-
-// ReservedFor reports whether claim is allocated and reserved for the pod with
-// uid (status.reservedFor names it): only then do the claim's devices decide
-// the pod's eviction. A claim that names another pod is one the pod has not
-// got yet, or a pod of the same name had before it.
-func ReservedFor(claim *resourcev1.ResourceClaim, uid types.UID) bool {
-	if claim == nil || claim.Status.Allocation == nil || uid == "" {
-		return false
-	}
-	for i := range claim.Status.ReservedFor {
-		r := &claim.Status.ReservedFor[i]
-		if r.APIGroup == "" && r.Resource == "pods" && r.UID == uid {
-			return true
-		}
-	}
-	return false
-}
-
-// AppendClaimDevices appends to dst a Device for each device claim allocates,
-// with the tolerations allocated with it and the taints taints returns for it
-// (nil: none); it appends nothing unless claim is reserved for the pod with
-// uid ([ReservedFor]).
-func AppendClaimDevices(dst []Device, claim *resourcev1.ResourceClaim, uid types.UID, taints func(DeviceID) []DeviceTaint) []Device {
-	if !ReservedFor(claim, uid) {
-		return dst
-	}
-	for i := range claim.Status.Allocation.Devices.Results {
-		r := &claim.Status.Allocation.Devices.Results[i]
-		dev := Device{ID: DeviceID{Driver: r.Driver, Pool: r.Pool, Device: r.Device}, Tolerations: r.Tolerations}
-		if taints != nil {
-			dev.Taints = taints(dev.ID)
-		}
-		dst = append(dst, dev)
-	}
-	return dst
-}
-
-// RuleSelects reports whether a DeviceTaintRule with selector sel selects the
-// device id: a nil selector selects none, and each set field (driver, pool,
-// device) must equal id's, so the empty selector selects every device.
-func RuleSelects(sel *resourcev1.DeviceTaintSelector, id DeviceID) bool {
-	if sel == nil {
-		return false
-	}
-	return (sel.Driver == nil || *sel.Driver == id.Driver) &&
-		(sel.Pool == nil || *sel.Pool == id.Pool) &&
-		(sel.Device == nil || *sel.Device == id.Device)
 }

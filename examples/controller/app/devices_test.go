@@ -161,23 +161,44 @@ func TestPodDevicesFollowsReservation(t *testing.T) {
 // device: the rule's arrival has the group's pods decided again.
 func TestRunDeviceTaintEvictsPodGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		t0 := time.Now()
-		p0, claim := gpuPod("p0", 0, t0, nil)
-		p1, _ := gpuPod("p1", 0, t0, nil)
-		p1.Spec.ResourceClaims = p0.Spec.ResourceClaims // p0's claim, shared
-		other, otherClaim := gpuPod("other", 1, t0, nil)
-		client := newFakeAPI(gpuSlice(2), inPodGroup(p0, "train"), inPodGroup(p1, "train"), reservedForPodGroup(claim, "train"),
-			inPodGroup(other, "serve"), reservedForPodGroup(otherClaim, "train"))
-		startDevices(t, client, 0)
-
-		_, err := client.ResourceV1().DeviceTaintRules().Create(context.Background(),
-			brokenRule("broken", resourcev1.DeviceTaintSelector{}, t0), metav1.CreateOptions{})
-		require.NoError(t, err)
-		synctest.Wait()
+		client := startPodGroup(t, 0)
 		assert.False(t, podExists(t, client, "p0"), "p0, in the PodGroup its claim is reserved for, not evicted")
 		assert.False(t, podExists(t, client, "p1"), "p1, in the PodGroup its claim is reserved for, not evicted")
 		assert.True(t, podExists(t, client, "other"), "a pod of another PodGroup evicted")
 	})
+}
+
+// The guard counts the pods a claim reserved for their PodGroup holds
+// devices of: two, over a limit of one.
+func TestRunDeviceRuleGuardCountsPodGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := startPodGroup(t, 1)
+		assert.True(t, podExists(t, client, "p0"), "p0 evicted by a held rule")
+		assert.True(t, podExists(t, client, "p1"), "p1 evicted by a held rule")
+		assert.Contains(t, ruleCondition(t, client, "broken").Message, "2 pods would be evicted")
+	})
+}
+
+// startPodGroup runs the controller with the limit maxPods on pods p0 and
+// p1 of the PodGroup "train", which share a claim of gpu-0 reserved for the
+// group, and "other" of the PodGroup "serve", whose claim of gpu-1 is
+// reserved for "train"; then it creates the rule "broken" over every
+// device, which none of them tolerates. It returns the fake API server, in
+// the bubble.
+func startPodGroup(t *testing.T, maxPods int) *fake.Clientset {
+	t0 := time.Now()
+	p0, claim := gpuPod("p0", 0, t0, nil)
+	p1, _ := gpuPod("p1", 0, t0, nil)
+	p1.Spec.ResourceClaims = p0.Spec.ResourceClaims // p0's claim, shared
+	other, otherClaim := gpuPod("other", 1, t0, nil)
+	client := newFakeAPI(gpuSlice(2), inPodGroup(p0, "train"), inPodGroup(p1, "train"), reservedForPodGroup(claim, "train"),
+		inPodGroup(other, "serve"), reservedForPodGroup(otherClaim, "train"))
+	startDevices(t, client, maxPods)
+	_, err := client.ResourceV1().DeviceTaintRules().Create(context.Background(),
+		brokenRule("broken", resourcev1.DeviceTaintSelector{}, t0), metav1.CreateOptions{})
+	require.NoError(t, err)
+	synctest.Wait()
+	return client
 }
 
 // startDevices runs the controller with --device-taints and the limit.

@@ -10,6 +10,7 @@ import (
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/taintkit/taintkit/examples/controller/internal/devicetaints"
 	"github.com/taintkit/taintkit/tolerations"
 )
 
@@ -43,7 +44,7 @@ var (
 // ResourceSlices and DeviceTaintRules.
 func PodDevices(pod *v1.Pod, objs ...runtime.Object) []tolerations.Device {
 	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	x := &devices{claimLister: resourcelisters.NewResourceClaimLister(claims), taints: tolerations.NewDeviceTaints()}
+	x := &devices{claimLister: resourcelisters.NewResourceClaimLister(claims), taints: devicetaints.New()}
 	for _, obj := range objs {
 		switch o := obj.(type) {
 		case *resourcev1.ResourceClaim:

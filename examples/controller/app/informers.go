@@ -144,6 +144,40 @@ func podNodeName(obj any) ([]string, error) {
 	return []string{node}, nil
 }
 
+// podGroupKey indexes a pod by its namespace and PodGroup name
+// (podGroupIndex); a pod in no PodGroup has no key.
+func podGroupKey(obj any) ([]string, error) {
+	var namespace, group string
+	switch pod := obj.(type) {
+	case *podcache.Record:
+		namespace, group = pod.Namespace(), pod.PodGroupName()
+	case *v1.Pod:
+		if g := pod.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil {
+			namespace, group = pod.Namespace, *g.PodGroupName
+		}
+	}
+	if group == "" {
+		return nil, nil
+	}
+	return []string{namespace + "/" + group}, nil
+}
+
+// podGroupPods returns the pods of the PodGroup namespace/name, from the
+// pod informer's podGroupIndex.
+func (c *cluster) podGroupPods(namespace, name string) []*v1.Pod {
+	objs, err := c.pods.GetIndexer().ByIndex(podGroupIndex, namespace+"/"+name)
+	if err != nil {
+		return nil // no such index: not with --device-taints
+	}
+	pods := make([]*v1.Pod, 0, len(objs))
+	for _, obj := range objs {
+		if pod, ok := object[*v1.Pod](obj); ok {
+			pods = append(pods, pod)
+		}
+	}
+	return pods
+}
+
 // getNode, getPod and podsOnNode are the manager's reads: from the
 // informers' caches.
 func (c *cluster) getNode(name string) (*v1.Node, error) { return c.nodeLister.Get(name) }
