@@ -126,7 +126,7 @@ func TestTransform(t *testing.T) {
 	got, err := podcache.Transform(pod)
 	require.NoError(t, err)
 	r, ok := got.(*podcache.Record)
-	require.True(t, ok, "a pod becomes a *PodRecord, got %T", got)
+	require.True(t, ok, "a pod becomes a *Record, got %T", got)
 	assert.Equal(t, podcache.Trim(pod), r.Pod())
 
 	again, err := podcache.Transform(r)
