@@ -13,33 +13,29 @@ import (
 	"github.com/taintkit/taintkit/internal/mapshrink"
 )
 
-// Countdowns decides evictions as [Matcher.Decide] does, from a memory of
-// what the objects alone do not say, so that deciding again gives the same
-// deadline and the eviction comes. It remembers:
+// Countdowns decides as [Matcher.Decide] does, from a memory of what the
+// objects do not say, so that deciding again gives the same deadline and the
+// eviction comes. It remembers:
 //
-//   - the start of each NoExecute taint on a node: the first sight of a taint
-//     with no TimeAdded, or the earliest TimeAdded of a taint refreshed in
-//     place (the same key and effect, a later TimeAdded: it never left). A
-//     taint is forgotten when an update of its node no longer has it;
-//   - the first sight of a pod on its node (by UID) when it has no
-//     PodScheduled time;
-//   - each pod's deadline and the taint it ends the countdown of. A deadline
-//     moves later only when that taint leaves the node or the pod is another
-//     pod (a new UID, or another node): a longer toleration does not postpone
-//     an eviction, as Kubernetes keeps its first schedule, while a shorter one
-//     or a stricter taint brings it earlier.
+//   - each NoExecute taint's start: the first sight of one with no
+//     TimeAdded, or the earliest TimeAdded of one refreshed in place (the
+//     same key and effect), until an update of its node no longer has it;
+//   - a pod's first sight on its node (by UID) if it has no PodScheduled time;
+//   - each pod's deadline, which moves later only when the taint whose
+//     countdown it ends leaves the node or the pod is another (a new UID, or
+//     another node), as Kubernetes keeps its first schedule; a shorter
+//     toleration or a stricter taint brings it earlier.
 //
-// Feed it every node and pod update ([Countdowns.ObserveNode],
-// [Countdowns.ObservePod], [Countdowns.ObservePodDeleted],
-// [Countdowns.ForgetNode]) from the moment the informers start, whether or
-// not this replica leads: a standby that takes over then decides the
-// deadlines the old leader had, give or take an informer's delivery. The
-// replica that acts decides with [Countdowns.Decide], which observes too.
+// Feed it every node and pod event (the Observe methods, ForgetNode) from
+// the informers' start, on every replica, leading or not: a standby that
+// takes over then decides the old leader's deadlines, give or take an
+// informer's delivery. The replica that acts decides with
+// [Countdowns.Decide], which observes too.
 //
 // It is safe for concurrent use by multiple goroutines. It keeps a few words
-// per node with a NoExecute taint and 40 bytes per pod with a countdown or
-// with no PodScheduled time, and gives them back as they are forgotten. The
-// zero value is not usable; call [NewCountdowns].
+// per node with a NoExecute taint and 40 bytes per pod with a countdown or no
+// PodScheduled time, given back as they are forgotten. The zero value is not
+// usable; call [NewCountdowns].
 type Countdowns struct {
 	clock   clock.PassiveClock
 	matcher Matcher
@@ -104,12 +100,9 @@ func NewCountdowns(clk clock.PassiveClock, m Matcher) *Countdowns {
 }
 
 // ObserveNode records the starts of node's NoExecute taints not seen before,
-// keeps the earlier start of those seen before, and forgets those gone (the
-// whole node when it has none). Call it on every add and update of a node.
-// It reports whether the node's NoExecute taints changed: then call
-// [Countdowns.ObservePod] for each pod on the node, so that their deadlines
-// are remembered from now on, as the replica that acts decides them. It
-// allocates only when they changed.
+// keeps the earlier start of those seen before, and forgets those gone; call
+// it on every add and update of a node. When it reports that they changed
+// (it allocates only then), observe each pod on the node again.
 func (c *Countdowns) ObserveNode(node *v1.Node) (changed bool) {
 	if node == nil {
 		return false
@@ -122,10 +115,9 @@ func (c *Countdowns) ObserveNode(node *v1.Node) (changed bool) {
 	return changed
 }
 
-// ObservePod records the first sight of pod on its node if it has no
-// PodScheduled time, and, if its node has NoExecute taints, its deadline, as
-// [Countdowns.Decide] would. A pod with no node name is forgotten. Call it on
-// every add and update of a pod; it does not allocate.
+// ObservePod records pod's first sight on its node if it has no PodScheduled
+// time, and its deadline as [Countdowns.Decide] would; a pod with no node is
+// forgotten. Call it on every add and update of a pod; it does not allocate.
 func (c *Countdowns) ObservePod(pod *v1.Pod) {
 	if pod == nil {
 		return
@@ -163,12 +155,9 @@ func (c *Countdowns) ObservePodDeleted(pod *v1.Pod) {
 	}
 }
 
-// Decide observes node and pod ([Countdowns.ObserveNode],
-// [Countdowns.ObservePod]) and decides for pod on node at the clock's now, as
-// [Matcher.Decide] does, with every start and deadline remembered. A nil
-// node (deleted) decides Never and forgets the pod. Deciding again with
-// nothing changed gives the same decision; once everything is remembered,
-// Decide does not allocate.
+// Decide observes node and pod and decides for pod on node at the clock's
+// now, as [Matcher.Decide] does with every start and deadline remembered
+// (then without allocating). A nil node decides Never and forgets the pod.
 func (c *Countdowns) Decide(node *v1.Node, pod *v1.Pod) Decision {
 	if node == nil {
 		if pod != nil && !c.clock.Now().IsZero() {
@@ -179,13 +168,11 @@ func (c *Countdowns) Decide(node *v1.Node, pod *v1.Pod) Decision {
 	return c.DecideWithDevices(node, pod, nil)
 }
 
-// DecideWithDevices decides for pod as [Countdowns.Decide] does for its node
-// taints and as [DecideDevices] does for the taints of devices, the devices
-// allocated to it, and returns the earlier of the two ([Earliest]): one
-// decision, so that neither cancels the other. A device taint's countdown
-// starts no earlier than the pod's binding or, without a PodScheduled time,
-// its first sight, as a node taint's does. A nil node is one with no taints
-// (the pod is not forgotten: its devices may still evict it).
+// DecideWithDevices decides for pod as [Countdowns.Decide] does for its
+// node's taints and as [DecideDevices] does for devices, those allocated to
+// it, and returns the earlier ([Earliest]): one decision, so that neither
+// cancels the other. A device taint counts from the pod's binding, or first
+// sight, at the earliest. A nil node has no taints; the pod is not forgotten.
 func (c *Countdowns) DecideWithDevices(node *v1.Node, pod *v1.Pod, devices []Device) Decision {
 	if pod == nil {
 		return Decision{}
@@ -201,10 +188,9 @@ func (c *Countdowns) DecideWithDevices(node *v1.Node, pod *v1.Pod, devices []Dev
 	return c.decideFromMemory(node.Name, node.Spec.Taints, remembered, devices, pod, now, true)
 }
 
-// Recheck decides as [Countdowns.Decide] does from what c remembers, but
-// records and forgets nothing: a start c has not seen counts as now. It is
-// for a scheduled eviction that checks, when it fires, that the pod is still
-// due, while handlers of newer updates may be observing.
+// Recheck decides as [Countdowns.Decide] does from what c remembers,
+// recording and forgetting nothing (an unseen start counts as now), for an
+// eviction that checks when it fires while newer updates are observed.
 func (c *Countdowns) Recheck(node *v1.Node, pod *v1.Pod) Decision {
 	if node == nil {
 		return Decision{}
@@ -228,10 +214,9 @@ func (c *Countdowns) RecheckWithDevices(node *v1.Node, pod *v1.Pod, devices []De
 	return c.decideFromMemory(node.Name, node.Spec.Taints, c.rememberedTaints(node.Name), devices, pod, now, false)
 }
 
-// ForgetPod forgets the pod named namespace/name, whichever pod it is. A pod
-// created later under the name counts from its own first sight even if it
-// is not called. [Countdowns.ObservePodDeleted] is the safer call for a
-// delete event: it keeps a newer pod's memory.
+// ForgetPod forgets the pod named namespace/name, whichever pod it is;
+// [Countdowns.ObservePodDeleted] is the safer call for a delete event, as it
+// keeps a newer pod's memory.
 func (c *Countdowns) ForgetPod(namespace, name string) {
 	if c.podCount.Load() == 0 {
 		return

@@ -5,17 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
-
-// ReasonDeletionByDeviceTaintManager is the [v1.DisruptionTarget] condition
-// reason Kubernetes' device-taint-eviction controller sets before deleting a
-// pod.
-const ReasonDeletionByDeviceTaintManager = "DeletionByDeviceTaintManager"
-
-// EventReasonDeviceTaintManagerEviction is the reason of the device taint
-// manager's events.
-const EventReasonDeviceTaintManagerEviction = "DeviceTaintManagerEviction"
 
 // DeviceID names a device as an allocation result does: the driver, the
 // pool and the device's name in the pool.
@@ -34,30 +24,22 @@ func (id DeviceID) String() string {
 // DeviceTaint is a taint on a device and where it comes from.
 type DeviceTaint struct {
 	resourcev1.DeviceTaint
-	// Rule is the name of the DeviceTaintRule that taints the device, or ""
-	// for a taint in the device's ResourceSlice.
-	Rule string
+	Rule string // the DeviceTaintRule that taints the device; "" for its ResourceSlice's taint
 }
 
-// Device is a device allocated to a pod: the tolerations its claim's request
-// got at allocation (status.allocation.devices.results[].tolerations) and
-// the taints it has now, from its ResourceSlice and from the
-// DeviceTaintRules that select it.
+// Device is a device allocated to a pod, with the tolerations of its
+// allocation (a claim's status.allocation.devices.results[].tolerations) and
+// the taints it has now, its ResourceSlice's and its DeviceTaintRules'.
 type Device struct {
 	ID          DeviceID
 	Tolerations []resourcev1.DeviceToleration
 	Taints      []DeviceTaint
 }
 
-// ToleratesDeviceTaint reports whether toleration tolerates taint, exactly as
-// k8s.io/dynamic-resource-allocation's resourceclaim.ToleratesTaint does:
-//
-//   - a non-empty toleration Effect or Key must equal the taint's;
-//   - operator "" or Equal: the values must be equal; Exists: any value;
-//   - any other operator, or a nil argument: no match.
-//
-// So a toleration with an empty effect tolerates a NoExecute taint, as it does
-// when the scheduler allocates the device.
+// ToleratesDeviceTaint reports whether toleration tolerates taint as
+// k8s.io/dynamic-resource-allocation's resourceclaim.ToleratesTaint does: by
+// the rules of [Matcher.ToleratesTaint] without comparison operators, so a
+// toleration with an empty effect tolerates every effect.
 func ToleratesDeviceTaint(toleration *resourcev1.DeviceToleration, taint *resourcev1.DeviceTaint) bool {
 	if toleration == nil || taint == nil {
 		return false
@@ -78,30 +60,21 @@ func ToleratesDeviceTaint(toleration *resourcev1.DeviceToleration, taint *resour
 	}
 }
 
-// DecideDevices decides whether and when to evict a pod, bound at boundAt
-// ([PodBoundAt]), because of the NoExecute taints of the devices allocated to
-// it. Each device's NoExecute taint (other effects, known or not, do nothing)
-// has a countdown that starts at max(taint.TimeAdded, boundAt) and runs for
-// the smallest TolerationSeconds (negative as 0) of the device's tolerations
-// that tolerate it ([ToleratesDeviceTaint]); one of them with nil seconds
-// tolerates it forever, and with none it ends as it starts. The rest is as
-// [Matcher.Decide]: At is the earliest end, EvictNow if at or before now or
-// if a taint is not tolerated (Untolerated, Taint the first such), else
-// EvictAt; Never if none ends or now is zero. Decision.Device and
-// Decision.Rule say whose taint Taint is; Taint's effect is NoExecute.
+// DecideDevices decides whether and when to evict a pod, bound at boundAt,
+// for the NoExecute taints of the devices allocated to it (other effects do
+// nothing), by the rule of [Matcher.Decide] (starts, unknown times, At,
+// Action, Untolerated), except that a device's taint counts down the
+// smallest TolerationSeconds (negative as 0) of the device's tolerations
+// that tolerate it ([ToleratesDeviceTaint]), or none if one of them has nil
+// seconds.
 //
 // Two rules differ from Kubernetes' device-taint-eviction controller on
 // purpose, so that the scheduler never places a pod on a device that evicts
 // it at once, again and again: a toleration with an empty effect tolerates a
-// NoExecute taint (as the scheduler allocates, and as node tolerations do;
-// Kubernetes counts only an effect of exactly NoExecute), and a countdown
-// starts no earlier than the pod's binding (Kubernetes counts from TimeAdded
-// alone, so a pod that arrives after the taint with a shorter toleration is
-// evicted at once).
-//
-// An unknown time (zero boundAt, nil TimeAdded, which the API server always
-// sets) or one after now counts as now, which delays an eviction, never
-// hastens it.
+// NoExecute taint (as the scheduler allocates; Kubernetes evicts unless the
+// effect is exactly NoExecute), and a countdown starts no earlier than the
+// pod's binding (Kubernetes counts from TimeAdded alone, so a pod that
+// arrives after the taint with a shorter toleration is evicted at once).
 func DecideDevices(devices []Device, boundAt, now time.Time) Decision {
 	if now.IsZero() {
 		return Decision{}
@@ -177,9 +150,7 @@ func nodeTaintOf(taint *resourcev1.DeviceTaint) v1.Taint {
 }
 
 // Earliest returns the decision that evicts first: of two that evict, the one
-// with the earlier At (a on a tie); else the one that evicts; else Never. It
-// makes one decision of a pod's node taints and device taints, so that
-// neither cancels the other.
+// with the earlier At (a on a tie); else the one that evicts; else Never.
 func Earliest(a, b Decision) Decision {
 	switch {
 	case b.Action == Never:
@@ -189,80 +160,4 @@ func Earliest(a, b Decision) Decision {
 	default:
 		return a
 	}
-}
-
-// PodClaimNames appends to dst the names of the ResourceClaims pod uses: those
-// its spec.resourceClaims name, directly or, for a claim made from a
-// template, through status.resourceClaimStatuses (none yet: skipped), and its
-// status.extendedResourceClaimStatus claim.
-func PodClaimNames(dst []string, pod *v1.Pod) []string {
-	if pod == nil {
-		return dst
-	}
-	for i := range pod.Spec.ResourceClaims {
-		c := &pod.Spec.ResourceClaims[i]
-		if c.ResourceClaimName != nil {
-			dst = append(dst, *c.ResourceClaimName)
-			continue
-		}
-		for j := range pod.Status.ResourceClaimStatuses {
-			s := &pod.Status.ResourceClaimStatuses[j]
-			if s.Name == c.Name && s.ResourceClaimName != nil {
-				dst = append(dst, *s.ResourceClaimName)
-				break
-			}
-		}
-	}
-	if e := pod.Status.ExtendedResourceClaimStatus; e != nil && e.ResourceClaimName != "" {
-		dst = append(dst, e.ResourceClaimName)
-	}
-	return dst
-}
-
-// ReservedFor reports whether claim is allocated and reserved for the pod with
-// uid (status.reservedFor names it): only then do the claim's devices decide
-// the pod's eviction. A claim that names another pod is one the pod has not
-// got yet, or a pod of the same name had before it.
-func ReservedFor(claim *resourcev1.ResourceClaim, uid types.UID) bool {
-	if claim == nil || claim.Status.Allocation == nil || uid == "" {
-		return false
-	}
-	for i := range claim.Status.ReservedFor {
-		r := &claim.Status.ReservedFor[i]
-		if r.APIGroup == "" && r.Resource == "pods" && r.UID == uid {
-			return true
-		}
-	}
-	return false
-}
-
-// AppendClaimDevices appends to dst a Device for each device claim allocates,
-// with the tolerations allocated with it and the taints taints returns for it
-// (nil: none); it appends nothing unless claim is reserved for the pod with
-// uid ([ReservedFor]).
-func AppendClaimDevices(dst []Device, claim *resourcev1.ResourceClaim, uid types.UID, taints func(DeviceID) []DeviceTaint) []Device {
-	if !ReservedFor(claim, uid) {
-		return dst
-	}
-	for i := range claim.Status.Allocation.Devices.Results {
-		r := &claim.Status.Allocation.Devices.Results[i]
-		dev := Device{ID: DeviceID{Driver: r.Driver, Pool: r.Pool, Device: r.Device}, Tolerations: r.Tolerations}
-		if taints != nil {
-			dev.Taints = taints(dev.ID)
-		}
-		dst = append(dst, dev)
-	}
-	return dst
-}
-
-// RuleSelects reports whether a DeviceTaintRule with selector sel selects the
-// device id: a nil selector selects none, and each set field (driver, pool,
-// device) must equal id's, so the empty selector selects every device.
-func RuleSelects(sel *resourcev1.DeviceTaintSelector, id DeviceID) bool {
-	if sel == nil {
-		return false
-	}
-	return (sel.Driver == nil || *sel.Driver == id.Driver) &&
-		(sel.Pool == nil || *sel.Pool == id.Pool) &&
-		(sel.Device == nil || *sel.Device == id.Device)
 }

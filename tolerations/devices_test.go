@@ -5,11 +5,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/tolerations"
@@ -184,74 +182,6 @@ func TestEarliest(t *testing.T) {
 	tie := late
 	tie.At = early.At
 	assert.Equal(t, early, tolerations.Earliest(early, tie), "a tie keeps the first")
-}
-
-func TestPodClaimNames(t *testing.T) {
-	pod := &v1.Pod{
-		Spec: v1.PodSpec{ResourceClaims: []v1.PodResourceClaim{
-			{Name: "direct", ResourceClaimName: ptr.To("my-claim")},
-			{Name: "templated", ResourceClaimTemplateName: ptr.To("tmpl")},
-			{Name: "not-made-yet", ResourceClaimTemplateName: ptr.To("tmpl")},
-			{Name: "not-needed", ResourceClaimTemplateName: ptr.To("tmpl")},
-		}},
-		Status: v1.PodStatus{
-			ResourceClaimStatuses: []v1.PodResourceClaimStatus{
-				{Name: "templated", ResourceClaimName: ptr.To("pod-templated-abcde")},
-				{Name: "not-needed"},
-			},
-			ExtendedResourceClaimStatus: &v1.PodExtendedResourceClaimStatus{ResourceClaimName: "pod-extended-xyz"},
-		},
-	}
-	assert.Equal(t, []string{"my-claim", "pod-templated-abcde", "pod-extended-xyz"}, tolerations.PodClaimNames(nil, pod))
-	assert.Empty(t, tolerations.PodClaimNames(nil, nil))
-}
-
-func allocatedClaim(uid types.UID, tols []resourcev1.DeviceToleration, devices ...tolerations.DeviceID) *resourcev1.ResourceClaim {
-	c := &resourcev1.ResourceClaim{}
-	c.Status.Allocation = &resourcev1.AllocationResult{}
-	for _, d := range devices {
-		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourcev1.DeviceRequestAllocationResult{
-			Request: "gpu", Driver: d.Driver, Pool: d.Pool, Device: d.Device, Tolerations: tols,
-		})
-	}
-	if uid != "" {
-		c.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: uid}}
-	}
-	return c
-}
-
-func TestAppendClaimDevices(t *testing.T) {
-	tols := []resourcev1.DeviceToleration{deviceToleration("", "Exists", "", "", nil)}
-	claim := allocatedClaim("uid-1", tols, gpu0, gpu1)
-	taints := func(id tolerations.DeviceID) []tolerations.DeviceTaint {
-		if id == gpu1 {
-			return []tolerations.DeviceTaint{deviceTaint("k", "", noExecute, taintTime)}
-		}
-		return nil
-	}
-	got := tolerations.AppendClaimDevices(nil, claim, "uid-1", taints)
-	require.Len(t, got, 2)
-	assert.Equal(t, gpu0, got[0].ID)
-	assert.Empty(t, got[0].Taints)
-	assert.Equal(t, gpu1, got[1].ID)
-	assert.Equal(t, tols, got[1].Tolerations)
-	assert.Len(t, got[1].Taints, 1)
-
-	assert.Empty(t, tolerations.AppendClaimDevices(nil, claim, "uid-2", taints), "reserved for another pod (one of the same name before)")
-	assert.Empty(t, tolerations.AppendClaimDevices(nil, allocatedClaim("", tols, gpu0), "uid-1", taints), "not reserved")
-	unallocated := claim.DeepCopy()
-	unallocated.Status.Allocation = nil
-	assert.False(t, tolerations.ReservedFor(unallocated, "uid-1"))
-	assert.Empty(t, tolerations.AppendClaimDevices(nil, nil, "uid-1", taints))
-}
-
-func TestRuleSelects(t *testing.T) {
-	assert.False(t, tolerations.RuleSelects(nil, gpu0), "no selector selects nothing")
-	assert.True(t, tolerations.RuleSelects(&resourcev1.DeviceTaintSelector{}, gpu0), "the empty selector selects every device")
-	assert.True(t, tolerations.RuleSelects(&resourcev1.DeviceTaintSelector{Driver: ptr.To(gpu0.Driver), Pool: ptr.To(gpu0.Pool)}, gpu0))
-	assert.False(t, tolerations.RuleSelects(&resourcev1.DeviceTaintSelector{Pool: ptr.To("node-2")}, gpu0))
-	assert.False(t, tolerations.RuleSelects(&resourcev1.DeviceTaintSelector{Driver: ptr.To(gpu0.Driver), Device: ptr.To("gpu-1")}, gpu0))
-	assert.True(t, tolerations.RuleSelects(&resourcev1.DeviceTaintSelector{Device: ptr.To("gpu-0")}, gpu0))
 }
 
 func TestDecisionCause(t *testing.T) {

@@ -1,30 +1,17 @@
 // Package tolerations matches a pod's tolerations against a node's taints
-// exactly as Kubernetes does, and decides when a pod on a NoExecute-tainted
-// node must be evicted: now, at a time, or never.
+// as Kubernetes does, and decides when a pod must be evicted for the
+// NoExecute taints of its node or of its DRA devices: now, at a time, or
+// never. [Decide] is the rule for one decision, [Countdowns] for a controller that
+// decides again on every update; [GetMatchingTolerations],
+// [MinTolerationTime] and [GetNoExecuteTaints] are upstream's helpers.
 //
-// Most callers should make one [Countdowns] when they start, feed it every
-// node and pod event on every replica ([Countdowns.ObserveNode],
-// [Countdowns.ObservePod], [Countdowns.ObservePodDeleted],
-// [Countdowns.ForgetNode]), and, where the replica acts, call its Decide on
-// every update of a node and of a pod on it: a toleration counts from when
-// its taint was added or the pod bound, or from first sight where Kubernetes
-// did not record it, and a deadline moves later only when its taint leaves,
-// so the eviction comes however often the pod is decided again, and a
-// standby that takes over decides the deadlines the leader had.
-// [Decide] is the rule, for one decision; [GetMatchingTolerations],
-// [MinTolerationTime] and [GetNoExecuteTaints] are upstream's helpers;
-// [AppendMatchingTolerations] matches for hot paths.
-//
-// Device taints (Dynamic Resource Allocation) decide in the same shape:
-// [DeviceTaints] holds the taints of a cluster's devices, [AppendClaimDevices]
-// lists a pod's allocated devices with them, [DecideDevices] is the rule, and
-// [Countdowns.DecideWithDevices] makes one decision of a pod's node and device
-// taints, so that neither cancels the other.
-//
-// A controller's informer need not cache whole pods: [TrimPod] keeps what
-// these functions (and an eviction's events) read, and a [PodRecord] holds
-// the same in a fifth of that memory, for the largest clusters
-// (informers.WithTransform([RecordPods]); [PodRecord.Pod] gives the pod back).
+// Device taints (resource.k8s.io/v1) decide in the same shape
+// ([DecideDevices], [Countdowns.DecideWithDevices]) and match as Kubernetes
+// does ([ToleratesDeviceTaint]), but the decision differs from Kubernetes'
+// device-taint-eviction controller on purpose in two rules, which
+// [DecideDevices] states: a toleration with an empty effect tolerates
+// NoExecute, and a countdown starts no earlier than the pod's binding. Which
+// claims are a pod's, and which taints their devices have, the caller reads.
 //
 // Only a Countdowns reads a clock. Every function is safe for concurrent use
 // while the caller does not modify the slices it passed in, and modifies none;

@@ -40,19 +40,15 @@ func (a Action) String() string {
 // Decision is the outcome of [Decide]. The zero Decision is Never.
 type Decision struct {
 	Action Action
-	// At is when the pod is due: the earliest end of a countdown, an
-	// untolerated taint's countdown ending as it starts. It is a fixed
-	// instant, not the time of the call: deciding again with nothing changed
-	// gives the same At, EvictNow included. Zero if Never.
+	// At is when the pod is due: the earliest end of a countdown (an
+	// untolerated taint's ends as it starts), not the time of the call, so
+	// deciding again with nothing changed gives the same At, EvictNow
+	// included. Zero if Never.
 	At          time.Time
 	Taint       v1.Taint // the first untolerated taint, or the first whose toleration ends first
 	Untolerated bool     // no toleration tolerates Taint
-	// Device is the device whose taint Taint is ([DecideDevices]); zero for
-	// a node's taint.
-	Device DeviceID
-	// Rule is the DeviceTaintRule that put Taint on Device; "" for a taint
-	// in the device's ResourceSlice or a node's.
-	Rule string
+	Device      DeviceID // the device whose taint Taint is; zero for a node's taint
+	Rule        string   // the DeviceTaintRule that put Taint on Device, if any
 }
 
 // String describes the decision for logs and events, such as
@@ -69,10 +65,9 @@ func (d Decision) String() string {
 	}
 }
 
-// Cause names the taint that decided, as kubectl writes a taint:
-// "taint node.kubernetes.io/unreachable:NoExecute", or for a device's taint
-// the device and any rule too: "device taint example.com/broken:NoExecute on
-// gpu.example.com/node-1/gpu-0 from rule broken-gpus". It is "" for Never.
+// Cause names the taint that decided ("" for Never) as kubectl writes it,
+// with a device's and any rule's name: "taint k:NoExecute", "device taint
+// k:NoExecute on gpu.example.com/node-1/gpu-0 from rule r".
 func (d Decision) Cause() string {
 	if d.Action == Never {
 		return ""
@@ -105,15 +100,13 @@ func Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Ti
 // boundAt ([PodBoundAt]), from a node with taints. Each NoExecute taint's
 // countdown starts at max(taint.TimeAdded, boundAt) and runs for the
 // TolerationSeconds of the first toleration that tolerates it (nil: forever;
-// none: no time at all, so it ends as it starts). At is the earliest end:
-// EvictNow if at or before now, else EvictAt; Never if none ends, or if now
-// is zero. A taint no toleration tolerates makes it EvictNow with Taint set
-// to the first such taint and Untolerated set. So a restarted controller
-// gets the same At, and a pod arriving on a node tainted long ago gets its
-// full time.
-//
-// An unknown time (zero boundAt, nil TimeAdded) or one after now counts as
-// now, which delays an eviction, never hastens it; to decide again later, use
+// none: no time, so it ends as it starts). At is the earliest end: EvictNow
+// if at or before now, else EvictAt; Never if none ends, or if now is zero.
+// A taint no toleration tolerates makes it EvictNow, with Taint the first
+// such and Untolerated set. So a restarted controller gets the same At, and
+// a pod arriving on a node tainted long ago gets its full time. An unknown
+// time (zero boundAt, nil TimeAdded) or one after now counts as now, which
+// delays an eviction, never hastens it; to decide again later, use
 // [Countdowns], or the countdown restarts at every call. With every time
 // unknown, At is now + [MinTolerationTime], the Kubernetes rule.
 func (m Matcher) Decide(taints []v1.Taint, tolerations []v1.Toleration, boundAt, now time.Time) Decision {

@@ -38,8 +38,8 @@ func GetNoExecuteTaints(taints []v1.Taint) []v1.Taint {
 // MinTolerationTime returns how long the tolerations used for a pod's taints
 // (from [GetMatchingTolerations]) let it stay, as Kubernetes computes it: the
 // least TolerationSeconds (≤ 0: 0; too large: the largest Duration), or
-// [Forever] if all are nil. An empty list gives 0, which is not "evict now":
-// the list is empty for no taints and for an untolerated one; check first.
+// [Forever] if all are nil. An empty list, for no taints or an untolerated
+// one, gives 0, which is not "evict now": check first.
 func MinTolerationTime(tolerations []v1.Toleration) time.Duration {
 	if len(tolerations) == 0 {
 		return 0

@@ -9,17 +9,38 @@ import (
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
+	"github.com/taintkit/taintkit/examples/controller/internal/devicetaints"
 	"github.com/taintkit/taintkit/tolerations"
 )
 
+// acceptPodGroups is what the controller passes as resourceclaim's
+// acceptPodGroupOwner and acceptPodGroupReservation: a claim made for a
+// pod's PodGroup, or reserved for it, is the pod's. Kubernetes' controller
+// passes whether the DRAWorkloadResourceClaims feature gate is on, which a
+// controller outside kube-controller-manager cannot read. True is right
+// either way: only the scheduler and the PodGroup controller, with the gate
+// on, make a claim for a PodGroup or reserve one for it, and a pod that
+// names such a claim runs with its devices, so a NoExecute taint on them
+// must evict it. The one difference: a cluster that turned the gate off
+// after using it keeps its PodGroups' reservations, and Kubernetes then
+// leaves their pods on tainted devices; this controller evicts them.
+const acceptPodGroups = true
+
+// podGroupIndex is the name of the pod informer's index on the pod's
+// namespace and PodGroup name (spec.schedulingGroup.podGroupName), with
+// --device-taints.
+const podGroupIndex = "podGroup"
+
 // devices is the controller's view of DRA devices (with --device-taints):
 // informers for ResourceSlices, DeviceTaintRules and ResourceClaims, the
-// taints of every device (a tolerations.DeviceTaints), an index of the
+// taints of every device (a devicetaints.Tracker), an index of the
 // allocated devices' claims, and the guard on rules that would evict too
 // many pods. It is fed by the informers from their start, on every replica,
 // so that a standby that takes over holds the rules the leader held; only
@@ -33,8 +54,10 @@ type devices struct {
 	ruleLister            resourcelisters.DeviceTaintRuleLister
 	sliceLister           resourcelisters.ResourceSliceLister
 	getPod                func(namespace, name string) (*v1.Pod, error)
+	// podGroupPods returns the pods of the PodGroup namespace/name.
+	podGroupPods func(namespace, name string) []*v1.Pod
 
-	taints *tolerations.DeviceTaints
+	taints *devicetaints.Tracker
 	// synced are the handlers' sync checks: each has seen the objects of
 	// its informer's first list.
 	synced []cache.DoneChecker
@@ -69,6 +92,9 @@ type deviceTarget struct {
 // addDevices sets up c.devices: the device informers are c.factory's,
 // started with it; their handlers, and one on pods, are added here.
 func (c *cluster) addDevices(maxPods int, log logr.Logger) error {
+	if err := c.pods.AddIndexers(cache.Indexers{podGroupIndex: podGroupKey}); err != nil {
+		return fmt.Errorf("app: add pod index: %w", err)
+	}
 	f := c.factory.Resource().V1()
 	x := &devices{
 		log:          log.WithName("devices"),
@@ -80,7 +106,8 @@ func (c *cluster) addDevices(maxPods int, log logr.Logger) error {
 		ruleLister:   f.DeviceTaintRules().Lister(),
 		sliceLister:  f.ResourceSlices().Lister(),
 		getPod:       c.getPod,
-		taints:       tolerations.NewDeviceTaints(),
+		podGroupPods: c.podGroupPods,
+		taints:       devicetaints.New(),
 		byDevice:     make(map[tolerations.DeviceID]map[types.NamespacedName]struct{}),
 		claimDevices: make(map[types.NamespacedName][]tolerations.DeviceID),
 		evictedCount: make(map[types.UID]int),
@@ -112,16 +139,60 @@ func (x *devices) hasSynced() []cache.DoneChecker { return x.synced }
 // setTarget makes t the receiver of the devices' changes; nil stops them.
 func (x *devices) setTarget(t *deviceTarget) { x.target.Store(t) }
 
-// podDevices is the manager's Config.Devices: the devices the pod's claims
-// reserved for it hold, with their taints now.
+// podDevices is the manager's Config.Devices: the devices of the pod's
+// claims ([isPodsClaim]), each with the tolerations it was allocated with
+// and its taints now.
 func (x *devices) podDevices(pod *v1.Pod) []tolerations.Device {
 	var out []tolerations.Device
-	for _, name := range tolerations.PodClaimNames(nil, pod) {
+	for name, mustCheckOwner := range resourceclaim.PodClaims(pod) {
 		claim, err := x.claimLister.ResourceClaims(pod.Namespace).Get(name)
-		if err != nil {
-			continue // not there yet: its add event decides the pod again
+		if err != nil || !isPodsClaim(pod, claim, mustCheckOwner) {
+			continue // not there yet (its add event decides the pod again), or not the pod's
 		}
-		out = tolerations.AppendClaimDevices(out, claim, pod.UID, x.taints.Taints)
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			id := tolerations.DeviceID{Driver: r.Driver, Pool: r.Pool, Device: r.Device}
+			out = append(out, tolerations.Device{ID: id, Tolerations: r.Tolerations, Taints: x.taints.Taints(id)})
+		}
+	}
+	return out
+}
+
+// isPodsClaim reports whether claim, which pod names (mustCheckOwner as
+// resourceclaim.PodClaims says), holds devices of pod, as Kubernetes'
+// device-taint-eviction controller reads it: allocated, made for the pod
+// or its PodGroup if made from a template, and reserved for the pod or its
+// PodGroup. A claim reserved for another pod is one the pod has not got
+// yet, or one a pod of the same name had before it.
+func isPodsClaim(pod *v1.Pod, claim *resourcev1.ResourceClaim, mustCheckOwner bool) bool {
+	return claim.Status.Allocation != nil &&
+		(!mustCheckOwner || resourceclaim.IsForPod(pod, claim, acceptPodGroups) == nil) &&
+		resourceclaim.IsReservedForPod(pod, claim, acceptPodGroups)
+}
+
+// claimPods returns the pods claim holds devices of ([isPodsClaim]): among
+// those its status.reservedFor names and the pods of the PodGroups it
+// names, those that name it.
+func (x *devices) claimPods(claim *resourcev1.ResourceClaim) []*v1.Pod {
+	var candidates, out []*v1.Pod
+	for _, r := range claim.Status.ReservedFor {
+		switch {
+		case r.APIGroup == "" && r.Resource == "pods":
+			if pod, err := x.getPod(claim.Namespace, r.Name); err == nil {
+				candidates = append(candidates, pod)
+			}
+		case acceptPodGroups && r.APIGroup == schedulingv1.GroupName && r.Resource == "podgroups":
+			candidates = append(candidates, x.podGroupPods(claim.Namespace, r.Name)...)
+		}
+	}
+	for _, pod := range candidates {
+		for name, mustCheckOwner := range resourceclaim.PodClaims(pod) {
+			if name == claim.Name {
+				if isPodsClaim(pod, claim, mustCheckOwner) {
+					out = append(out, pod)
+				}
+				break
+			}
+		}
 	}
 	return out
 }
@@ -168,13 +239,8 @@ func (x *devices) claimChanged(old, claim *resourcev1.ResourceClaim) {
 
 	x.guardRulesOf(append(before, ids...))
 	for _, c := range []*resourcev1.ResourceClaim{old, claim} {
-		if c == nil {
-			continue
-		}
-		for _, r := range c.Status.ReservedFor {
-			if r.APIGroup == "" && r.Resource == "pods" {
-				x.decideAgain(c.Namespace, r.Name)
-			}
+		if c != nil {
+			x.decideAgain(c)
 		}
 	}
 }
@@ -191,14 +257,10 @@ func (x *devices) podChanged(old, pod *v1.Pod) {
 	if p == nil {
 		p = old
 	}
-	names := tolerations.PodClaimNames(nil, p)
-	if len(names) == 0 {
-		return
-	}
-	x.mu.Lock()
 	var ids []tolerations.DeviceID
-	for _, n := range names {
-		ids = append(ids, x.claimDevices[types.NamespacedName{Namespace: p.Namespace, Name: n}]...)
+	x.mu.Lock()
+	for name := range resourceclaim.PodClaims(p) {
+		ids = append(ids, x.claimDevices[types.NamespacedName{Namespace: p.Namespace, Name: name}]...)
 	}
 	x.mu.Unlock()
 	x.guardRulesOf(ids)
@@ -255,8 +317,8 @@ func (x *devices) ruleChanged(old, rule *resourcev1.DeviceTaintRule) {
 	}
 	x.guardMu.Unlock()
 	x.decideDevicesAgain(func(id tolerations.DeviceID) bool {
-		return old != nil && tolerations.RuleSelects(old.Spec.DeviceSelector, id) ||
-			rule != nil && tolerations.RuleSelects(rule.Spec.DeviceSelector, id)
+		return old != nil && devicetaints.RuleSelects(old.Spec.DeviceSelector, id) ||
+			rule != nil && devicetaints.RuleSelects(rule.Spec.DeviceSelector, id)
 	})
 	if rule != nil {
 		x.statusChanged(rule.Name)
@@ -272,7 +334,7 @@ func (x *devices) guardRulesOf(ids []tolerations.DeviceID) {
 	for _, r := range x.taints.Rules() {
 		selects := false
 		for _, id := range ids {
-			if tolerations.RuleSelects(r.Spec.DeviceSelector, id) {
+			if devicetaints.RuleSelects(r.Spec.DeviceSelector, id) {
 				selects = true
 				break
 			}
@@ -285,7 +347,7 @@ func (x *devices) guardRulesOf(ids []tolerations.DeviceID) {
 		x.guardMu.Unlock()
 		if changed {
 			sel := r.Spec.DeviceSelector
-			x.decideDevicesAgain(func(id tolerations.DeviceID) bool { return tolerations.RuleSelects(sel, id) })
+			x.decideDevicesAgain(func(id tolerations.DeviceID) bool { return devicetaints.RuleSelects(sel, id) })
 		}
 		x.statusChanged(r.Name)
 	}
@@ -338,7 +400,7 @@ func (x *devices) count(rule *resourcev1.DeviceTaintRule, now time.Time) ruleCou
 	claims := make(map[types.NamespacedName]struct{})
 	x.mu.Lock()
 	for id, cs := range x.byDevice {
-		if !tolerations.RuleSelects(sel, id) {
+		if !devicetaints.RuleSelects(sel, id) {
 			continue
 		}
 		n.allocated++
@@ -351,23 +413,16 @@ func (x *devices) count(rule *resourcev1.DeviceTaintRule, now time.Time) ruleCou
 	namespaces, pendingNamespaces := make(map[string]struct{}), make(map[string]struct{})
 	for k := range claims {
 		claim, err := x.claimLister.ResourceClaims(k.Namespace).Get(k.Name)
-		if err != nil || claim.Status.Allocation == nil {
+		if err != nil {
 			continue
 		}
-		for _, r := range claim.Status.ReservedFor {
-			if r.APIGroup != "" || r.Resource != "pods" {
-				continue
-			}
-			if _, seen := pods[r.UID]; seen {
-				continue
-			}
-			pod, err := x.getPod(claim.Namespace, r.Name)
-			if err != nil || pod.UID != r.UID || pod.Spec.NodeName == "" {
+		for _, pod := range x.claimPods(claim) {
+			if _, seen := pods[pod.UID]; seen || pod.Spec.NodeName == "" {
 				continue
 			}
 			for _, res := range claim.Status.Allocation.Devices.Results {
 				id := tolerations.DeviceID{Driver: res.Driver, Pool: res.Pool, Device: res.Device}
-				if !tolerations.RuleSelects(sel, id) {
+				if !devicetaints.RuleSelects(sel, id) {
 					continue
 				}
 				dev := tolerations.Device{ID: id, Tolerations: res.Tolerations,
@@ -410,7 +465,7 @@ func (x *devices) published(rule *resourcev1.DeviceTaintRule) int {
 			continue
 		}
 		for _, d := range s.Spec.Devices {
-			if tolerations.RuleSelects(rule.Spec.DeviceSelector, tolerations.DeviceID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name, Device: d.Name}) {
+			if devicetaints.RuleSelects(rule.Spec.DeviceSelector, tolerations.DeviceID{Driver: s.Spec.Driver, Pool: s.Spec.Pool.Name, Device: d.Name}) {
 				n++
 			}
 		}
@@ -435,25 +490,20 @@ func (x *devices) decideDevicesAgain(match func(tolerations.DeviceID) bool) {
 	}
 	x.mu.Unlock()
 	for k := range claims {
-		claim, err := x.claimLister.ResourceClaims(k.Namespace).Get(k.Name)
-		if err != nil {
-			continue
-		}
-		for _, r := range claim.Status.ReservedFor {
-			if r.APIGroup == "" && r.Resource == "pods" {
-				x.decideAgain(claim.Namespace, r.Name)
-			}
+		if claim, err := x.claimLister.ResourceClaims(k.Namespace).Get(k.Name); err == nil {
+			x.decideAgain(claim)
 		}
 	}
 }
 
-// decideAgain has the leader's manager decide the pod namespace/name again.
-func (x *devices) decideAgain(namespace, name string) {
+// decideAgain has the leader's manager decide again the pods claim holds
+// devices of.
+func (x *devices) decideAgain(claim *resourcev1.ResourceClaim) {
 	t := x.target.Load()
 	if t == nil {
 		return
 	}
-	if pod, err := x.getPod(namespace, name); err == nil {
+	for _, pod := range x.claimPods(claim) {
 		t.devicesChanged(pod)
 	}
 }
@@ -468,7 +518,8 @@ func (x *devices) statusChanged(rule string) {
 
 // trimDeviceObjects keeps of ResourceSlices and ResourceClaims only what
 // the controller reads, before they are cached: a slice's driver, pool and
-// devices' names and taints; a claim's allocated devices with their
+// devices' names and taints; a claim's metadata (its owner says whose a
+// claim made from a template is), its allocated devices with their
 // tolerations, and whom it is reserved for.
 func trimDeviceObjects(obj any) {
 	switch o := obj.(type) {

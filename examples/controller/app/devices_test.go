@@ -18,6 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
+
+	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/tolerations"
 )
 
 // Tests of --device-taints on a fake API server in a synctest bubble: the
@@ -70,6 +73,132 @@ func brokenRule(name string, sel resourcev1.DeviceTaintSelector, addedAt time.Ti
 			Key: "example.com/broken", Effect: resourcev1.DeviceTaintEffectNoExecute, TimeAdded: ptr.To(metav1.NewTime(addedAt)),
 		}},
 	}
+}
+
+// inPodGroup puts pod in the PodGroup group and returns it.
+func inPodGroup(pod *v1.Pod, group string) *v1.Pod {
+	pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
+	return pod
+}
+
+// reservedForPodGroup reserves claim for the PodGroup group, as the
+// scheduler reserves a claim the pods of a group share, and returns it.
+func reservedForPodGroup(claim *resourcev1.ResourceClaim, group string) *resourcev1.ResourceClaim {
+	claim.Status.ReservedFor = []resourcev1.ResourceClaimConsumerReference{
+		{APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: group, UID: types.UID("uid-" + group)},
+	}
+	return claim
+}
+
+// fromTemplate makes claim one made from a template for the pod's claim
+// "gpu" and owned by owner, and names it in the pod's status.
+func fromTemplate(pod *v1.Pod, claim *resourcev1.ResourceClaim, owner metav1.OwnerReference) {
+	pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}
+	pod.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To(claim.Name)}}
+	owner.Controller = ptr.To(true)
+	claim.OwnerReferences = []metav1.OwnerReference{owner}
+}
+
+// A claim's devices count for a pod when the claim is allocated and
+// reserved for it: for the pod's UID, or for its PodGroup, which the pods
+// of a group share a claim through. A claim made from a template counts
+// only for the pod, or the PodGroup, that owns it.
+func TestPodDevicesFollowsReservation(t *testing.T) {
+	t0 := time.Now()
+	gpu0 := tolerations.DeviceID{Driver: gpuDriver, Pool: "pool", Device: "gpu-0"}
+	rule := brokenRule("broken", resourcev1.DeviceTaintSelector{}, t0)
+	for _, tc := range []struct {
+		name  string
+		setUp func(pod *v1.Pod, claim *resourcev1.ResourceClaim)
+		want  []tolerations.DeviceID
+	}{
+		{"reserved for the pod", func(*v1.Pod, *resourcev1.ResourceClaim) {}, []tolerations.DeviceID{gpu0}},
+		{"reserved for its PodGroup", func(pod *v1.Pod, claim *resourcev1.ResourceClaim) {
+			inPodGroup(pod, "train")
+			reservedForPodGroup(claim, "train")
+		}, []tolerations.DeviceID{gpu0}},
+		{"reserved for another PodGroup", func(pod *v1.Pod, claim *resourcev1.ResourceClaim) {
+			inPodGroup(pod, "train")
+			reservedForPodGroup(claim, "serve")
+		}, nil},
+		{"reserved for a PodGroup, the pod in none", func(_ *v1.Pod, claim *resourcev1.ResourceClaim) {
+			reservedForPodGroup(claim, "train")
+		}, nil},
+		{"reserved for a pod of the same name before it", func(_ *v1.Pod, claim *resourcev1.ResourceClaim) {
+			claim.Status.ReservedFor[0].UID = "uid-before"
+		}, nil},
+		{"not allocated", func(_ *v1.Pod, claim *resourcev1.ResourceClaim) {
+			claim.Status.Allocation = nil
+		}, nil},
+		{"from a template, owned by the pod", func(pod *v1.Pod, claim *resourcev1.ResourceClaim) {
+			fromTemplate(pod, claim, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID})
+		}, []tolerations.DeviceID{gpu0}},
+		{"from a template, owned by its PodGroup", func(pod *v1.Pod, claim *resourcev1.ResourceClaim) {
+			inPodGroup(pod, "train")
+			reservedForPodGroup(claim, "train")
+			fromTemplate(pod, claim, metav1.OwnerReference{APIVersion: "scheduling.k8s.io/v1beta1", Kind: "PodGroup", Name: "train", UID: "uid-train"})
+		}, []tolerations.DeviceID{gpu0}},
+		// The pod's status names a claim another pod owns: not the pod's,
+		// whomever it is reserved for.
+		{"from a template, owned by another pod", func(pod *v1.Pod, claim *resourcev1.ResourceClaim) {
+			fromTemplate(pod, claim, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "other", UID: "uid-other"})
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod, claim := gpuPod("web", 0, t0, nil)
+			tc.setUp(pod, claim)
+			var got []tolerations.DeviceID
+			for _, d := range app.PodDevices(pod, gpuSlice(1), rule, claim) {
+				got = append(got, d.ID)
+				assert.Equal(t, []tolerations.DeviceTaint{{DeviceTaint: rule.Spec.Taint, Rule: rule.Name}}, d.Taints, "the device's taints")
+			}
+			assert.Equal(t, tc.want, got, "the pod's devices")
+		})
+	}
+}
+
+// Pods that share a claim through their PodGroup go when a rule taints its
+// device: the rule's arrival has the group's pods decided again.
+func TestRunDeviceTaintEvictsPodGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := startPodGroup(t, 0)
+		assert.False(t, podExists(t, client, "p0"), "p0, in the PodGroup its claim is reserved for, not evicted")
+		assert.False(t, podExists(t, client, "p1"), "p1, in the PodGroup its claim is reserved for, not evicted")
+		assert.True(t, podExists(t, client, "other"), "a pod of another PodGroup evicted")
+	})
+}
+
+// The guard counts the pods a claim reserved for their PodGroup holds
+// devices of: two, over a limit of one.
+func TestRunDeviceRuleGuardCountsPodGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		client := startPodGroup(t, 1)
+		assert.True(t, podExists(t, client, "p0"), "p0 evicted by a held rule")
+		assert.True(t, podExists(t, client, "p1"), "p1 evicted by a held rule")
+		assert.Contains(t, ruleCondition(t, client, "broken").Message, "2 pods would be evicted")
+	})
+}
+
+// startPodGroup runs the controller with the limit maxPods on pods p0 and
+// p1 of the PodGroup "train", which share a claim of gpu-0 reserved for the
+// group, and "other" of the PodGroup "serve", whose claim of gpu-1 is
+// reserved for "train"; then it creates the rule "broken" over every
+// device, which none of them tolerates. It returns the fake API server, in
+// the bubble.
+func startPodGroup(t *testing.T, maxPods int) *fake.Clientset {
+	t0 := time.Now()
+	p0, claim := gpuPod("p0", 0, t0, nil)
+	p1, _ := gpuPod("p1", 0, t0, nil)
+	p1.Spec.ResourceClaims = p0.Spec.ResourceClaims // p0's claim, shared
+	other, otherClaim := gpuPod("other", 1, t0, nil)
+	client := newFakeAPI(gpuSlice(2), inPodGroup(p0, "train"), inPodGroup(p1, "train"), reservedForPodGroup(claim, "train"),
+		inPodGroup(other, "serve"), reservedForPodGroup(otherClaim, "train"))
+	startDevices(t, client, maxPods)
+	_, err := client.ResourceV1().DeviceTaintRules().Create(context.Background(),
+		brokenRule("broken", resourcev1.DeviceTaintSelector{}, t0), metav1.CreateOptions{})
+	require.NoError(t, err)
+	synctest.Wait()
+	return client
 }
 
 // startDevices runs the controller with --device-taints and the limit.

@@ -27,9 +27,12 @@
 //
 // With Options.DeviceTaints, Run also watches ResourceSlices,
 // DeviceTaintRules and ResourceClaims (caching only what it reads) and gives
-// the manager each pod's allocated devices with their taints (a
-// tolerations.DeviceTaints): one decision per pod of its node's and its
-// devices' taints, one eviction path. The leader writes each rule's
+// the manager each pod's allocated devices with their taints: one decision
+// per pod of its node's and its devices' taints, one eviction path. A
+// claim's devices are a pod's as Kubernetes' device-taint-eviction
+// controller reads them (k8s.io/dynamic-resource-allocation's resourceclaim
+// helpers): the claim is allocated and reserved for the pod or its
+// PodGroup, and one made from a template is the pod's or its PodGroup's. The leader writes each rule's
 // EvictionInProgress status (server-side apply of devicetaintrules/status,
 // at most every 10 s a rule, as upstream words it). A rule whose NoExecute
 // taint would evict more than Options.DeviceTaintRuleMaxPods pods is held

@@ -12,6 +12,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/taintkit/taintkit/examples/controller/podcache"
 	"github.com/taintkit/taintkit/tolerations"
 )
 
@@ -105,15 +106,15 @@ func (c *cluster) observePods(log logr.Logger) cache.ResourceEventHandler {
 	}, log)
 }
 
-// trim is the informers' transform: a pod is cached as a
-// tolerations.PodRecord (what the manager, its events, its pod client and
-// /debug/evictions read: identity, node, tolerations, conditions, claims, in
-// a fifth of a trimmed *v1.Pod's memory), other objects without their
-// managedFields. The handlers and reads below turn records back into pods
-// (object).
+// trim is the informers' transform: a pod is cached as a podcache.Record
+// (what the manager, its events, its pod client, the device view and
+// /debug/evictions read: identity, node, tolerations, conditions, claims,
+// PodGroup, in a fifth of a trimmed *v1.Pod's memory), other objects
+// without their managedFields. The handlers and reads below turn records
+// back into pods (object).
 func trim(obj any) (any, error) {
 	if pod, ok := obj.(*v1.Pod); ok {
-		return tolerations.NewPodRecord(pod), nil
+		return podcache.NewRecord(pod), nil
 	}
 	return stripManagedFields(obj)
 }
@@ -132,7 +133,7 @@ func stripManagedFields(obj any) (any, error) {
 func podNodeName(obj any) ([]string, error) {
 	var node string
 	switch pod := obj.(type) {
-	case *tolerations.PodRecord:
+	case *podcache.Record:
 		node = pod.NodeName()
 	case *v1.Pod:
 		node = pod.Spec.NodeName
@@ -141,6 +142,40 @@ func podNodeName(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{node}, nil
+}
+
+// podGroupKey indexes a pod by its namespace and PodGroup name
+// (podGroupIndex); a pod in no PodGroup has no key.
+func podGroupKey(obj any) ([]string, error) {
+	var namespace, group string
+	switch pod := obj.(type) {
+	case *podcache.Record:
+		namespace, group = pod.Namespace(), pod.PodGroupName()
+	case *v1.Pod:
+		if g := pod.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil {
+			namespace, group = pod.Namespace, *g.PodGroupName
+		}
+	}
+	if group == "" {
+		return nil, nil
+	}
+	return []string{namespace + "/" + group}, nil
+}
+
+// podGroupPods returns the pods of the PodGroup namespace/name, from the
+// pod informer's podGroupIndex.
+func (c *cluster) podGroupPods(namespace, name string) []*v1.Pod {
+	objs, err := c.pods.GetIndexer().ByIndex(podGroupIndex, namespace+"/"+name)
+	if err != nil {
+		return nil // no such index: not with --device-taints
+	}
+	pods := make([]*v1.Pod, 0, len(objs))
+	for _, obj := range objs {
+		if pod, ok := object[*v1.Pod](obj); ok {
+			pods = append(pods, pod)
+		}
+	}
+	return pods
 }
 
 // getNode, getPod and podsOnNode are the manager's reads: from the
@@ -238,9 +273,9 @@ func deleted[T any](obj any, log logr.Logger) (T, bool) {
 }
 
 // object returns obj as a T: itself, or for a T of *v1.Pod the pod a cached
-// tolerations.PodRecord holds.
+// podcache.Record holds.
 func object[T any](obj any) (T, bool) {
-	if r, ok := obj.(*tolerations.PodRecord); ok {
+	if r, ok := obj.(*podcache.Record); ok {
 		obj = r.Pod()
 	}
 	t, ok := obj.(T)

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
-	"github.com/taintkit/taintkit/tolerations"
+	"github.com/taintkit/taintkit/examples/controller/podcache"
 )
 
 // recorder records the calls a manager would get.
@@ -55,14 +55,14 @@ func TestPodHandlerTurnsRecordsIntoPods(t *testing.T) {
 	nodes := app.NodeHandler(&r, errorLog(&errs))
 	old, pod := testPod("web", "uid-1"), testPod("web", "uid-1")
 	pod.Spec.NodeName = "node-2"
-	oldRec, rec := tolerations.NewPodRecord(old), tolerations.NewPodRecord(pod)
+	oldRec, rec := podcache.NewRecord(old), podcache.NewRecord(pod)
 
 	h.OnAdd(rec, false)
 	h.OnUpdate(oldRec, rec)
 	h.OnDelete(rec)
 	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "default/web", Obj: oldRec})
 	nodes.OnDelete(rec)
-	o, p := tolerations.TrimPod(old), tolerations.TrimPod(pod)
+	o, p := podcache.Trim(old), podcache.Trim(pod)
 	assert.Equal(t, [][2]*v1.Pod{{nil, p}, {o, p}, {p, nil}, {o, nil}}, r.pods)
 	assert.Len(t, errs, 1, "the node handler logs the record it cannot use: %q", errs)
 	assert.Empty(t, r.nodes)
@@ -108,8 +108,8 @@ func TestHandlersIgnoreUnexpectedObjects(t *testing.T) {
 	assert.Len(t, errs, 5, "each unexpected delete is logged: %q", errs)
 }
 
-// The informers cache a pod as a tolerations.PodRecord, which gives back
-// the pod tolerations.TrimPod keeps, and a node whole but for its
+// The informers cache a pod as a podcache.Record, which gives back the pod
+// podcache.Trim keeps, and a node whole but for its
 // managedFields.
 func TestTrimCachesWhatTheControllerReads(t *testing.T) {
 	pod := testPod("web", "uid-1")
@@ -118,8 +118,8 @@ func TestTrimCachesWhatTheControllerReads(t *testing.T) {
 	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	got, err := app.Trim(pod)
 	assert.NoError(t, err)
-	require.IsType(t, &tolerations.PodRecord{}, got)
-	assert.Equal(t, tolerations.TrimPod(pod), got.(*tolerations.PodRecord).Pod())
+	require.IsType(t, &podcache.Record{}, got)
+	assert.Equal(t, podcache.Trim(pod), got.(*podcache.Record).Pod())
 	again, err := app.Trim(got)
 	assert.NoError(t, err)
 	assert.Same(t, got, again, "the transform is idempotent")

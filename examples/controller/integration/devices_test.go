@@ -15,7 +15,7 @@ import (
 
 	"github.com/taintkit/taintkit/examples/controller/app"
 	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
-	"github.com/taintkit/taintkit/tolerations"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
 // Device taints (--device-taints) against the real API server: a pod whose
@@ -44,11 +44,11 @@ func TestDeviceTaintUntoleratedEvicts(t *testing.T) {
 
 	dt := w.disruptionTarget()
 	require.NotNil(t, dt, "the pod never carried a DisruptionTarget condition")
-	assert.Equal(t, tolerations.ReasonDeletionByDeviceTaintManager, dt.Reason)
+	assert.Equal(t, manager.ReasonDeletionByDeviceTaintManager, dt.Reason)
 	assert.Contains(t, dt.Message, "device taint example.com/broken=true:NoExecute on gpu.example.com/"+pool+"/gpu-0")
 	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 	defer cancel()
-	ev, err := h.waitForEventReason(ctx, pod, tolerations.EventReasonDeviceTaintManagerEviction, "Marking for deletion")
+	ev, err := h.waitForEventReason(ctx, pod, manager.EventReasonDeviceTaintManagerEviction, "Marking for deletion")
 	require.NoError(t, err, "no Marking for deletion event")
 	assert.Equal(t, "Marking for deletion Pod "+h.ns+"/web: device taint example.com/broken=true:NoExecute on gpu.example.com/"+pool+"/gpu-0", ev.Message)
 	assert.Equal(t, 1.0, ctrl.evictions(t, "deleted"))
@@ -99,10 +99,10 @@ func TestDeviceTaintRemovedCancels(t *testing.T) {
 	w := h.watchPod(pod)
 	h.startController(true, nil, h.withDeviceTaints(100))
 	rule := h.rule("broken", poolSelector(pool), brokenTaint())
-	_, err := h.waitForEventReason(h.ctx, pod, tolerations.EventReasonDeviceTaintManagerEviction, "Scheduled for deletion at ")
+	_, err := h.waitForEventReason(h.ctx, pod, manager.EventReasonDeviceTaintManagerEviction, "Scheduled for deletion at ")
 	require.NoError(t, err, "no countdown event")
 	require.NoError(t, h.c.ResourceV1().DeviceTaintRules().Delete(h.ctx, rule.Name, metav1.DeleteOptions{}))
-	_, err = h.waitForEventReason(h.ctx, pod, tolerations.EventReasonDeviceTaintManagerEviction, "Cancelling deletion of Pod "+h.ns+"/web")
+	_, err = h.waitForEventReason(h.ctx, pod, manager.EventReasonDeviceTaintManagerEviction, "Cancelling deletion of Pod "+h.ns+"/web")
 	require.NoError(t, err, "no Cancelling deletion event")
 	w.stays(t, deviceDeadline(t, pod, rule.Spec.Taint.TimeAdded, toleration).Add(2*time.Second))
 }
@@ -329,7 +329,7 @@ func TestDeviceTaintLeaderChange(t *testing.T) {
 	second := h.startController(false, nil, h.withDeviceTaints(100), func(o *app.Options) { o.LeaderElect = true })
 	rule := h.rule("broken", poolSelector(pool), brokenTaint())
 	deadline := deviceDeadline(t, pod, rule.Spec.Taint.TimeAdded, toleration)
-	_, err := h.waitForEventReason(h.ctx, pod, tolerations.EventReasonDeviceTaintManagerEviction, "Scheduled for deletion at ")
+	_, err := h.waitForEventReason(h.ctx, pod, manager.EventReasonDeviceTaintManagerEviction, "Scheduled for deletion at ")
 	require.NoError(t, err, "no countdown event from the first leader")
 	time.Sleep(time.Until(deadline.Add(-5 * time.Second)))
 	stopped := time.Now()
@@ -359,14 +359,14 @@ func TestDeviceTaintRuleGuardGrowth(t *testing.T) {
 	ctrl := h.startController(true, nil, h.withDeviceTaints(2))
 	rule := h.rule("pool", poolSelector(pool), brokenTaint())
 	for _, p := range []*corev1.Pod{p0, p1} {
-		_, err := h.waitForEventReason(h.ctx, p, tolerations.EventReasonDeviceTaintManagerEviction, "Scheduled for deletion at ")
+		_, err := h.waitForEventReason(h.ctx, p, manager.EventReasonDeviceTaintManagerEviction, "Scheduled for deletion at ")
 		require.NoError(t, err, "no countdown for %s", p.Name)
 	}
 	require.Len(t, ctrl.debugEvictions(t), 2)
 
 	p2 := h.devicePod("p2", node, pool, "gpu-2", tol)
 	for _, p := range []*corev1.Pod{p0, p1} {
-		_, err := h.waitForEventReason(h.ctx, p, tolerations.EventReasonDeviceTaintManagerEviction, "Cancelling deletion of Pod ")
+		_, err := h.waitForEventReason(h.ctx, p, manager.EventReasonDeviceTaintManagerEviction, "Cancelling deletion of Pod ")
 		require.NoError(t, err, "the countdown of %s not cancelled", p.Name)
 	}
 	assert.Empty(t, ctrl.debugEvictions(t), "a held rule schedules nothing")

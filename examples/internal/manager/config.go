@@ -60,8 +60,8 @@ type Config struct {
 	// Recorder, if not nil, receives "Scheduled for deletion", "Marking for
 	// deletion" and "Cancelling deletion" events, with the reason
 	// tolerations.EventReasonTaintManagerEviction, or
-	// tolerations.EventReasonDeviceTaintManagerEviction for an eviction a
-	// device's taint decided. Nil records none.
+	// [EventReasonDeviceTaintManagerEviction] for an eviction a device's
+	// taint decided. Nil records none.
 	Recorder EventRecorder
 	// Clock is the source of time for deadlines, the eviction queue and the
 	// dispatcher's retries. Nil means clock.RealClock{}.
@@ -83,8 +83,9 @@ type Config struct {
 	Countdowns *tolerations.Countdowns
 
 	// Devices, if not nil, returns the devices allocated to pod, each with
-	// the tolerations it was allocated with and the taints it has now
-	// (tolerations.AppendClaimDevices over the pod's claims). Every decision
+	// the tolerations it was allocated with and the taints it has now (the
+	// devices of the claims that are the pod's, as examples/controller reads
+	// them with k8s.io/dynamic-resource-allocation). Every decision
 	// for the pod is then one for its node's taints and its devices' taints
 	// together, the earliest of both
 	// ([tolerations.Countdowns.DecideWithDevices]): a node update that

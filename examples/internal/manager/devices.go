@@ -9,6 +9,16 @@ import (
 	"github.com/taintkit/taintkit/tolerations"
 )
 
+// ReasonDeletionByDeviceTaintManager is the [v1.DisruptionTarget] condition
+// reason Kubernetes' device-taint-eviction controller sets before deleting a
+// pod, and the manager sets before removing a pod for a device's taint.
+const ReasonDeletionByDeviceTaintManager = "DeletionByDeviceTaintManager"
+
+// EventReasonDeviceTaintManagerEviction is the reason of the events of
+// Kubernetes' device-taint-eviction controller, and of the manager's events
+// about an eviction a device's taint decided.
+const EventReasonDeviceTaintManagerEviction = "DeviceTaintManagerEviction"
+
 // DevicesChanged tells the manager that the taints of pod's devices, or the
 // devices allocated to it, may have changed (a ResourceSlice, a
 // DeviceTaintRule or one of the pod's ResourceClaims changed): the pod is

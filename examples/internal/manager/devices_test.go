@@ -95,7 +95,7 @@ func TestDeviceTaintEvicts(t *testing.T) {
 		require.True(t, ok)
 		cond := findCondition(p.(*v1.Pod), v1.DisruptionTarget)
 		require.NotNil(t, cond, "DisruptionTarget not set before the delete")
-		assert.Equal(t, tolerations.ReasonDeletionByDeviceTaintManager, cond.Reason)
+		assert.Equal(t, manager.ReasonDeletionByDeviceTaintManager, cond.Reason)
 		assert.Equal(t, "Device taint manager: deleting due to NoExecute device taint example.com/broken:NoExecute on gpu.example.com/n1/gpu-0 from rule broken", cond.Message)
 	})
 }

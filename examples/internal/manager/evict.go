@@ -224,7 +224,7 @@ func (m *Manager) deletePod(ctx context.Context, key types.NamespacedName, pod *
 		Message: "Taint manager: deleting due to NoExecute taint",
 	}
 	if isDevice(d) {
-		cond.Reason = tolerations.ReasonDeletionByDeviceTaintManager
+		cond.Reason = ReasonDeletionByDeviceTaintManager
 		cond.Message = "Device taint manager: deleting due to NoExecute " + d.Cause()
 	}
 	err := m.cfg.Client.SetPodCondition(ctx, key.Namespace, key.Name, pod.UID, cond)

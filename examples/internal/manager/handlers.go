@@ -334,7 +334,7 @@ func (m *Manager) event(key types.NamespacedName, uid types.UID, device bool, ev
 	}
 	reason := tolerations.EventReasonTaintManagerEviction
 	if device {
-		reason = tolerations.EventReasonDeviceTaintManagerEviction
+		reason = EventReasonDeviceTaintManagerEviction
 	}
 	ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: key.Namespace, Name: key.Name, UID: uid}
 	m.cfg.Recorder.Eventf(ref, eventtype, reason, format, args...)

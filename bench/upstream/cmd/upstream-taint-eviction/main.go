@@ -15,7 +15,7 @@
 //     kube-controller-manager applies them to each, and its default
 //     content type, protobuf.
 //
-// --trim=unread caches pods as tolerations.TrimPod keeps them instead (more
+// --trim=unread caches pods as examples/controller/podcache.Trim keeps them instead (more
 // than this controller reads: it reads names, node names and tolerations),
 // so that its memory can be compared with taintkit-noexecute's on the same
 // footing. Inside kube-controller-manager the pod informer is shared with
@@ -50,7 +50,7 @@ import (
 	"k8s.io/kubernetes/pkg/controller"
 	"k8s.io/kubernetes/pkg/controller/tainteviction"
 
-	"github.com/taintkit/taintkit/tolerations"
+	"github.com/taintkit/taintkit/examples/controller/podcache"
 )
 
 // minResyncPeriod is kube-controller-manager's default --min-resync-period;
@@ -62,7 +62,7 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file (required)")
 	qps := flag.Float64("kube-api-qps", 20, "requests per second to the API server, per client (kube-controller-manager's default)")
 	burst := flag.Int("kube-api-burst", 30, "burst above --kube-api-qps, per client (kube-controller-manager's default)")
-	trim := flag.String("trim", "managedfields", "the pod informer's transform: managedfields (kube-controller-manager's) or unread (tolerations.TrimPod)")
+	trim := flag.String("trim", "managedfields", "the pod informer's transform: managedfields (kube-controller-manager's) or unread (podcache.Trim)")
 	metricsAddr := flag.String("metrics-bind-address", "", "serve /metrics here; empty disables it")
 	flag.Parse()
 
@@ -141,7 +141,7 @@ func transformFor(trim string) (func(any) (any, error), error) {
 	case "unread":
 		return func(obj any) (any, error) {
 			if pod, ok := obj.(*v1.Pod); ok {
-				return tolerations.TrimPod(pod), nil
+				return podcache.Trim(pod), nil
 			}
 			return stripManagedFields(obj)
 		}, nil

@@ -18,7 +18,7 @@ import (
 
 	"github.com/taintkit/taintkit/examples/controller/internal/oracle"
 	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
-	"github.com/taintkit/taintkit/tolerations"
+	"github.com/taintkit/taintkit/examples/controller/podcache"
 )
 
 // deletion is a tainted pod and when a watch saw it deleted (deletionTimestamp
@@ -66,7 +66,7 @@ func watchDeletions(ctx context.Context, cl *cluster) (*deletionWatch, error) {
 		&corev1.Pod{}, 0, cache.Indexers{})
 	if err := inf.SetTransform(func(obj any) (any, error) {
 		if pod, ok := obj.(*corev1.Pod); ok {
-			return tolerations.TrimPod(pod), nil
+			return podcache.Trim(pod), nil
 		}
 		return obj, nil
 	}); err != nil {

@@ -1,4 +1,4 @@
-package tolerations
+package podcache
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,15 +10,15 @@ import (
 // resourceVersion and deletionTimestamp it holds, and nothing for the rest.
 // A record is never modified: the setters of what it returns do nothing.
 // It does not allocate. A nil record returns nil.
-func (r *PodRecord) GetObjectMeta() metav1.Object {
+func (r *Record) GetObjectMeta() metav1.Object {
 	if r == nil {
 		return nil
 	}
 	return (*recordMeta)(r)
 }
 
-// recordMeta is a PodRecord seen as metav1.Object.
-type recordMeta PodRecord
+// recordMeta is a Record seen as metav1.Object.
+type recordMeta Record
 
 func (m *recordMeta) GetNamespace() string       { return value(m.namespace) }
 func (m *recordMeta) GetName() string            { return m.name }

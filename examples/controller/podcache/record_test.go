@@ -1,4 +1,4 @@
-package tolerations_test
+package podcache_test
 
 import (
 	"fmt"
@@ -17,14 +17,14 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/randfill"
 
-	"github.com/taintkit/taintkit/tolerations"
+	"github.com/taintkit/taintkit/examples/controller/podcache"
 )
 
-// A record gives back exactly the pod TrimPod keeps, for pods with every
+// A record gives back exactly the pod Trim keeps, for pods with every
 // field filled at random (randfill), with the conditions a record keeps
 // among them: decisions on it are then those on the full pod
-// (TestTrimPodDecidesAsFullPod).
-func TestPodRecordIsTrimmedPod(t *testing.T) {
+// (TestTrimDecidesAsFullPod).
+func TestRecordIsTrimmedPod(t *testing.T) {
 	deleting := metav1.NewTime(t0)
 	named := map[string]*v1.Pod{
 		"empty":          {},
@@ -33,7 +33,7 @@ func TestPodRecordIsTrimmedPod(t *testing.T) {
 		"deleting":       {ObjectMeta: metav1.ObjectMeta{Name: "a", DeletionTimestamp: &deleting}, TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}},
 	}
 	for name, pod := range named {
-		assert.Equal(t, tolerations.TrimPod(pod), tolerations.NewPodRecord(pod).Pod(), name)
+		assert.Equal(t, podcache.Trim(pod), podcache.NewRecord(pod).Pod(), name)
 	}
 
 	f := randfill.NewWithSeed(1).NilChance(0.3).NumElements(0, 3)
@@ -47,23 +47,26 @@ func TestPodRecordIsTrimmedPod(t *testing.T) {
 			c := &pod.Status.Conditions[j]
 			c.Type, c.Status = kept[r.IntN(len(kept))], statuses[r.IntN(len(statuses))]
 		}
-		want := tolerations.TrimPod(pod)
-		got := tolerations.NewPodRecord(pod).Pod()
+		want := podcache.Trim(pod)
+		got := podcache.NewRecord(pod).Pod()
 		require.Equal(t, want, got, "pod %d", i)
 	}
 }
 
 // What a record holds, its accessors and client-go's view of it
 // (meta.Accessor, which informers key objects by) say.
-func TestPodRecordAccessors(t *testing.T) {
+func TestRecordAccessors(t *testing.T) {
 	deleting := metav1.NewTime(t0)
 	pod := fullPod("web", nil)
 	pod.DeletionTimestamp = &deleting
-	r := tolerations.NewPodRecord(pod)
+	r := podcache.NewRecord(pod)
 	assert.Equal(t, "web", r.Name())
 	assert.Equal(t, "shop", r.Namespace())
 	assert.Equal(t, pod.UID, r.UID())
 	assert.Equal(t, "node-a", r.NodeName())
+	assert.Equal(t, "web", r.PodGroupName())
+	pod.Spec.SchedulingGroup = nil
+	assert.Empty(t, podcache.NewRecord(pod).PodGroupName(), "in no PodGroup")
 
 	m, err := meta.Accessor(r)
 	require.NoError(t, err)
@@ -78,30 +81,31 @@ func TestPodRecordAccessors(t *testing.T) {
 	assert.Equal(t, "web", r.Name(), "a record is never modified")
 	assert.Equal(t, &deleting, r.Pod().DeletionTimestamp)
 
-	var none *tolerations.PodRecord
+	var none *podcache.Record
 	_, err = meta.Accessor(none)
 	assert.Error(t, err, "a nil record is no object")
 	assert.Nil(t, none.Pod())
-	assert.Nil(t, tolerations.NewPodRecord(nil))
-	zero := &tolerations.PodRecord{}
+	assert.Nil(t, podcache.NewRecord(nil))
+	zero := &podcache.Record{}
 	assert.Equal(t, &v1.Pod{}, zero.Pod(), "the zero record is the empty pod")
-	assert.Empty(t, zero.Namespace()+zero.NodeName())
+	assert.Empty(t, zero.Namespace()+zero.NodeName()+zero.PodGroupName())
 }
 
 // A record shares nothing a caller can change: not with the pod it was made
 // from, not between the pods it gives.
-func TestPodRecordSharesNothing(t *testing.T) {
+func TestRecordSharesNothing(t *testing.T) {
 	pod := fullPod("web", []v1.Toleration{{Key: "k", Operator: v1.TolerationOpExists, TolerationSeconds: ptr.To[int64](5)}},
 		condition(v1.PodScheduled, v1.ConditionTrue, t0))
 	deleting := metav1.NewTime(t0)
 	pod.DeletionTimestamp = &deleting
-	r := tolerations.NewPodRecord(pod)
-	want := tolerations.TrimPod(pod)
+	r := podcache.NewRecord(pod)
+	want := podcache.Trim(pod)
 
 	*pod.Spec.Tolerations[0].TolerationSeconds = 99
 	pod.Status.Conditions[0].Status = v1.ConditionFalse
 	pod.DeletionTimestamp.Time = t0.Add(time.Hour)
 	*pod.Spec.ResourceClaims[0].ResourceClaimName = "changed"
+	*pod.Spec.SchedulingGroup.PodGroupName = "changed"
 	require.Equal(t, want, r.Pod(), "the record changed with its pod")
 
 	got := r.Pod()
@@ -110,39 +114,40 @@ func TestPodRecordSharesNothing(t *testing.T) {
 	got.Status.Conditions[0].Status = v1.ConditionUnknown
 	got.DeletionTimestamp.Time = t0.Add(time.Hour)
 	*got.Status.ResourceClaimStatuses[0].ResourceClaimName = "changed"
+	*got.Spec.SchedulingGroup.PodGroupName = "changed"
 	got.Status.ExtendedResourceClaimStatus.RequestMappings[0].RequestName = "changed"
 	require.Equal(t, want, r.Pod(), "the record changed with a pod it gave")
 }
 
-// RecordPods turns pods into records and leaves everything else, a record
+// Transform turns pods into records and leaves everything else, a record
 // included, as it is.
-func TestRecordPods(t *testing.T) {
+func TestTransform(t *testing.T) {
 	pod := fullPod("web", nil)
-	got, err := tolerations.RecordPods(pod)
+	got, err := podcache.Transform(pod)
 	require.NoError(t, err)
-	r, ok := got.(*tolerations.PodRecord)
-	require.True(t, ok, "a pod becomes a *PodRecord, got %T", got)
-	assert.Equal(t, tolerations.TrimPod(pod), r.Pod())
+	r, ok := got.(*podcache.Record)
+	require.True(t, ok, "a pod becomes a *Record, got %T", got)
+	assert.Equal(t, podcache.Trim(pod), r.Pod())
 
-	again, err := tolerations.RecordPods(r)
+	again, err := podcache.Transform(r)
 	require.NoError(t, err)
 	assert.Same(t, r, again, "a record is left as it is")
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
-	other, err := tolerations.RecordPods(node)
+	other, err := podcache.Transform(node)
 	require.NoError(t, err)
 	assert.Same(t, node, other)
 }
 
 // Records are made and read from many goroutines at once (an informer's
 // and its handlers'), sharing what pods repeat.
-func TestPodRecordConcurrent(t *testing.T) {
+func TestRecordConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 200 {
 				pod := scalePod(g*1000+i, 10)
-				r := tolerations.NewPodRecord(pod)
-				if !assert.Equal(t, tolerations.TrimPod(pod), r.Pod()) {
+				r := podcache.NewRecord(pod)
+				if !assert.Equal(t, podcache.Trim(pod), r.Pod()) {
 					return
 				}
 			}
@@ -154,13 +159,13 @@ func TestPodRecordConcurrent(t *testing.T) {
 // A cache of records holds a fraction of what a cache of trimmed pods does,
 // for pods as a Deployment makes them, decoded from the API server's
 // protobuf as an informer decodes them.
-func TestPodRecordMemory(t *testing.T) {
+func TestRecordMemory(t *testing.T) {
 	trimmed, records := liveBytesPerPod(t, 20000)
 	t.Logf("live bytes a pod: trimmed %.0f, record %.0f (%.2f×)", trimmed, records, records/trimmed)
 	assert.Less(t, records, trimmed/3, "a record must take under a third of a trimmed pod")
 }
 
-func BenchmarkPodRecordMemory(b *testing.B) {
+func BenchmarkRecordMemory(b *testing.B) {
 	for b.Loop() {
 		trimmed, records := liveBytesPerPod(b, 20000)
 		b.ReportMetric(trimmed, "trimmed-B/pod")
@@ -168,23 +173,23 @@ func BenchmarkPodRecordMemory(b *testing.B) {
 	}
 }
 
-func BenchmarkNewPodRecord(b *testing.B) {
+func BenchmarkNewRecord(b *testing.B) {
 	pod := scalePod(1, 10)
 	b.ReportAllocs()
 	for b.Loop() {
-		tolerations.NewPodRecord(pod)
+		podcache.NewRecord(pod)
 	}
 }
 
-func BenchmarkPodRecordPod(b *testing.B) {
-	r := tolerations.NewPodRecord(scalePod(1, 10))
+func BenchmarkRecordPod(b *testing.B) {
+	r := podcache.NewRecord(scalePod(1, 10))
 	b.ReportAllocs()
 	for b.Loop() {
 		r.Pod()
 	}
 }
 
-// liveBytesPerPod returns the heap a pod takes, kept as TrimPod keeps it
+// liveBytesPerPod returns the heap a pod takes, kept as Trim keeps it
 // and as a record, over n pods decoded from protobuf.
 func liveBytesPerPod(tb testing.TB, n int) (trimmed, records float64) {
 	wire := make([][]byte, n)
@@ -205,8 +210,8 @@ func liveBytesPerPod(tb testing.TB, n int) (trimmed, records float64) {
 		runtime.KeepAlive(kept)
 		return float64(after-before) / float64(n)
 	}
-	trimmed = measure(func(p *v1.Pod) any { return tolerations.TrimPod(p) })
-	records = measure(func(p *v1.Pod) any { return tolerations.NewPodRecord(p) })
+	trimmed = measure(func(p *v1.Pod) any { return podcache.Trim(p) })
+	records = measure(func(p *v1.Pod) any { return podcache.NewRecord(p) })
 	runtime.KeepAlive(wire)
 	return trimmed, records
 }
@@ -228,15 +233,16 @@ func scalePod(i, nodes int) *v1.Pod {
 	pod.UID = types.UID(fmt.Sprintf("d7c6a4c2-0a0e-4c36-9d1e-%012d", i))
 	pod.ResourceVersion = fmt.Sprint(1000000 + i)
 	pod.Spec.NodeName = fmt.Sprintf("node-%05d", i%max(nodes, 1))
-	pod.Spec.ResourceClaims, pod.Status.ResourceClaimStatuses, pod.Status.ExtendedResourceClaimStatus = nil, nil, nil
+	pod.Spec.SchedulingGroup, pod.Spec.ResourceClaims = nil, nil
+	pod.Status.ResourceClaimStatuses, pod.Status.ExtendedResourceClaimStatus = nil, nil
 	return pod
 }
 
-func ExamplePodRecord() {
+func ExampleRecord() {
 	pod := fullPod("web", []v1.Toleration{{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](60)}})
-	// An informer caches the record (informers.WithTransform(tolerations.RecordPods));
+	// An informer caches the record (informers.WithTransform(podcache.Transform));
 	// a handler or a read turns it back into the pod it decides for.
-	r := tolerations.NewPodRecord(pod)
+	r := podcache.NewRecord(pod)
 	fmt.Println(r.Namespace(), r.Name(), r.NodeName())
 	trimmed := r.Pod()
 	fmt.Println(len(trimmed.Spec.Tolerations), *trimmed.Spec.Tolerations[0].TolerationSeconds, len(trimmed.Spec.Containers))

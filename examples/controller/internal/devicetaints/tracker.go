@@ -1,4 +1,4 @@
-package tolerations
+package devicetaints
 
 import (
 	"cmp"
@@ -6,21 +6,22 @@ import (
 	"sync"
 
 	resourcev1 "k8s.io/api/resource/v1"
+
+	"github.com/taintkit/taintkit/tolerations"
 )
 
-// DeviceTaints holds a cluster's device taints, as Kubernetes reads them:
-// those of the devices in ResourceSlices, a pool's newest generation only
-// (older slices of a pool are being replaced), and those each
-// DeviceTaintRule puts on the devices it selects ([RuleSelects]). Feed it
-// every add, update and delete of a ResourceSlice and a DeviceTaintRule;
-// [DeviceTaints.Taints] then says what taints a device has, for
-// [AppendClaimDevices].
+// Tracker holds a cluster's device taints, as Kubernetes reads them: those
+// of the devices in ResourceSlices, a pool's newest generation only (older
+// slices of a pool are being replaced), and those each DeviceTaintRule puts
+// on the devices it selects ([RuleSelects]), unless the rule is held
+// ([Tracker.Hold]). Feed it every add, update and delete of a
+// ResourceSlice and a DeviceTaintRule; [Tracker.Taints] then says what
+// taints a device has, for the tolerations.Device of a pod's allocation.
 //
 // It is safe for concurrent use by multiple goroutines. It keeps the slices
 // and rules it is given, which the caller must not modify afterwards (an
-// informer's objects are not). The zero value is not usable; call
-// [NewDeviceTaints].
-type DeviceTaints struct {
+// informer's objects are not). The zero value is not usable; call [New].
+type Tracker struct {
 	mu    sync.RWMutex
 	pools map[poolID]*devicePool
 	pool  map[string]poolID // each slice's pool, by slice name
@@ -36,9 +37,9 @@ type devicePool struct {
 	generation int64
 }
 
-// NewDeviceTaints returns an empty DeviceTaints.
-func NewDeviceTaints() *DeviceTaints {
-	return &DeviceTaints{
+// New returns an empty Tracker.
+func New() *Tracker {
+	return &Tracker{
 		pools: make(map[poolID]*devicePool),
 		pool:  make(map[string]poolID),
 		rules: make(map[string]*resourcev1.DeviceTaintRule),
@@ -50,7 +51,7 @@ func NewDeviceTaints() *DeviceTaints {
 // every add and update of a ResourceSlice. It reports whether any device's
 // taints may have changed: the slice has or had a taint, or its pool's newest
 // generation changed.
-func (x *DeviceTaints) ObserveSlice(slice *resourcev1.ResourceSlice) bool {
+func (x *Tracker) ObserveSlice(slice *resourcev1.ResourceSlice) bool {
 	if slice == nil {
 		return false
 	}
@@ -76,7 +77,7 @@ func (x *DeviceTaints) ObserveSlice(slice *resourcev1.ResourceSlice) bool {
 
 // ForgetSlice forgets the ResourceSlice named name; call it on every delete.
 // It reports whether any device's taints may have changed.
-func (x *DeviceTaints) ForgetSlice(name string) bool {
+func (x *Tracker) ForgetSlice(name string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.removeSliceLocked(name)
@@ -85,7 +86,7 @@ func (x *DeviceTaints) ForgetSlice(name string) bool {
 // removeSliceLocked removes the slice named name from its pool and reports
 // whether that may change a device's taints: it had a taint, or the pool's
 // newest generation changed (its other slices with taints count again).
-func (x *DeviceTaints) removeSliceLocked(name string) bool {
+func (x *Tracker) removeSliceLocked(name string) bool {
 	id, ok := x.pool[name]
 	if !ok {
 		return false
@@ -104,7 +105,7 @@ func (x *DeviceTaints) removeSliceLocked(name string) bool {
 
 // ObserveRule records rule, replacing the rule of its name; call it on every
 // add and update of a DeviceTaintRule.
-func (x *DeviceTaints) ObserveRule(rule *resourcev1.DeviceTaintRule) {
+func (x *Tracker) ObserveRule(rule *resourcev1.DeviceTaintRule) {
 	if rule == nil {
 		return
 	}
@@ -114,7 +115,7 @@ func (x *DeviceTaints) ObserveRule(rule *resourcev1.DeviceTaintRule) {
 }
 
 // ForgetRule forgets the DeviceTaintRule named name; call it on every delete.
-func (x *DeviceTaints) ForgetRule(name string) {
+func (x *Tracker) ForgetRule(name string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.rules, name)
@@ -122,10 +123,10 @@ func (x *DeviceTaints) ForgetRule(name string) {
 }
 
 // Hold keeps the taint of the DeviceTaintRule named name out of
-// [DeviceTaints.Taints] while held is true, so that it starts no eviction
+// [Tracker.Taints] while held is true, so that it starts no eviction
 // (a guard against a rule that selects far more than meant); it reports
 // whether that changed anything.
-func (x *DeviceTaints) Hold(name string, held bool) bool {
+func (x *Tracker) Hold(name string, held bool) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.held[name] == held {
@@ -139,8 +140,8 @@ func (x *DeviceTaints) Hold(name string, held bool) bool {
 	return true
 }
 
-// Held reports whether the DeviceTaintRule named name is held ([DeviceTaints.Hold]).
-func (x *DeviceTaints) Held(name string) bool {
+// Held reports whether the DeviceTaintRule named name is held ([Tracker.Hold]).
+func (x *Tracker) Held(name string) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.held[name]
@@ -149,10 +150,10 @@ func (x *DeviceTaints) Held(name string) bool {
 // Taints returns the taints device id has now, of every effect: those of its
 // entry in its pool's newest generation of slices, then those of the rules
 // that select it and are not held, by rule name. The result is the caller's.
-func (x *DeviceTaints) Taints(id DeviceID) []DeviceTaint {
+func (x *Tracker) Taints(id tolerations.DeviceID) []tolerations.DeviceTaint {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	var out []DeviceTaint
+	var out []tolerations.DeviceTaint
 	if p := x.pools[poolID{id.Driver, id.Pool}]; p != nil {
 		for _, s := range p.slices {
 			if s.Spec.Pool.Generation != p.generation {
@@ -164,7 +165,7 @@ func (x *DeviceTaints) Taints(id DeviceID) []DeviceTaint {
 					continue
 				}
 				for _, t := range d.Taints {
-					out = append(out, DeviceTaint{DeviceTaint: t})
+					out = append(out, tolerations.DeviceTaint{DeviceTaint: t})
 				}
 			}
 		}
@@ -172,15 +173,15 @@ func (x *DeviceTaints) Taints(id DeviceID) []DeviceTaint {
 	n := len(out)
 	for name, r := range x.rules {
 		if !x.held[name] && RuleSelects(r.Spec.DeviceSelector, id) {
-			out = append(out, DeviceTaint{DeviceTaint: r.Spec.Taint, Rule: name})
+			out = append(out, tolerations.DeviceTaint{DeviceTaint: r.Spec.Taint, Rule: name})
 		}
 	}
-	slices.SortFunc(out[n:], func(a, b DeviceTaint) int { return cmp.Compare(a.Rule, b.Rule) })
+	slices.SortFunc(out[n:], func(a, b tolerations.DeviceTaint) int { return cmp.Compare(a.Rule, b.Rule) })
 	return out
 }
 
 // Rules returns the DeviceTaintRules recorded, in no order.
-func (x *DeviceTaints) Rules() []*resourcev1.DeviceTaintRule {
+func (x *Tracker) Rules() []*resourcev1.DeviceTaintRule {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	out := make([]*resourcev1.DeviceTaintRule, 0, len(x.rules))
@@ -207,4 +208,16 @@ func hasTaints(s *resourcev1.ResourceSlice) bool {
 		}
 	}
 	return false
+}
+
+// RuleSelects reports whether a DeviceTaintRule with selector sel selects the
+// device id: a nil selector selects none, and each set field (driver, pool,
+// device) must equal id's, so the empty selector selects every device.
+func RuleSelects(sel *resourcev1.DeviceTaintSelector, id tolerations.DeviceID) bool {
+	if sel == nil {
+		return false
+	}
+	return (sel.Driver == nil || *sel.Driver == id.Driver) &&
+		(sel.Pool == nil || *sel.Pool == id.Pool) &&
+		(sel.Device == nil || *sel.Device == id.Device)
 }

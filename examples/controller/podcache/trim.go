@@ -1,22 +1,25 @@
-package tolerations
+package podcache
 
 import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TrimPod returns a new pod holding only what a taint-eviction controller
-// reads from pod, so that an informer can cache that instead of the whole
-// pod (client-go's informers.WithTransform): the pod's identity (name,
-// namespace, UID, resourceVersion) and deletionTimestamp; spec.nodeName,
-// spec.tolerations and spec.resourceClaims; the PodScheduled condition, which
-// [PodBoundAt] reads, and the DisruptionTarget condition, which an eviction
-// sets; status.resourceClaimStatuses and status.extendedResourceClaimStatus,
-// which name the devices whose taints a pod's countdowns will read.
+// Trim returns a new pod holding only what a taint-eviction controller
+// reads from pod: the pod's identity (name, namespace, UID,
+// resourceVersion) and deletionTimestamp; spec.nodeName, spec.tolerations,
+// spec.resourceClaims and spec.schedulingGroup; the PodScheduled condition,
+// which tolerations.PodBoundAt reads, and the DisruptionTarget condition,
+// which an eviction sets; status.resourceClaimStatuses and
+// status.extendedResourceClaimStatus. With the claims and the scheduling
+// group, k8s.io/dynamic-resource-allocation's resourceclaim helpers find
+// the claims a pod uses and whether they are reserved for it or its
+// PodGroup.
 //
-// [Decide] and every method of [Countdowns] decide the same for the result as
-// for pod. The result shares no memory with pod. TrimPod(nil) is nil.
-func TrimPod(pod *v1.Pod) *v1.Pod {
+// The tolerations package's Decide and every method of its Countdowns
+// decide the same for the result as for pod. The result shares no memory
+// with pod. Trim(nil) is nil.
+func Trim(pod *v1.Pod) *v1.Pod {
 	if pod == nil {
 		return nil
 	}
@@ -30,7 +33,8 @@ func TrimPod(pod *v1.Pod) *v1.Pod {
 			DeletionTimestamp: pod.DeletionTimestamp.DeepCopy(),
 		},
 		Spec: v1.PodSpec{
-			NodeName: pod.Spec.NodeName,
+			NodeName:        pod.Spec.NodeName,
+			SchedulingGroup: pod.Spec.SchedulingGroup.DeepCopy(),
 		},
 	}
 	if pod.Spec.Tolerations != nil {

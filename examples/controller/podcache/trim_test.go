@@ -1,4 +1,4 @@
-package tolerations_test
+package podcache_test
 
 import (
 	"fmt"
@@ -14,8 +14,11 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/taintkit/taintkit/examples/controller/podcache"
 	"github.com/taintkit/taintkit/tolerations"
 )
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // fullPod is a pod as an informer lists it: everything a workload carries,
 // most of which no eviction decision reads.
@@ -31,8 +34,9 @@ func fullPod(name string, tols []v1.Toleration, conditions ...v1.PodCondition) *
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate}},
 		},
 		Spec: v1.PodSpec{
-			NodeName:    "node-a",
-			Tolerations: tols,
+			NodeName:        "node-a",
+			Tolerations:     tols,
+			SchedulingGroup: &v1.PodSchedulingGroup{PodGroupName: ptr.To("web")},
 			Containers: []v1.Container{{
 				Name: "web", Image: "registry.example.com/web:1.2.3",
 				Env: []v1.EnvVar{{Name: "MODE", Value: "production"}},
@@ -64,7 +68,7 @@ func condition(t v1.PodConditionType, status v1.ConditionStatus, at time.Time) v
 
 // A decision on a trimmed pod is the decision on the full pod, for every
 // kind of toleration and start the rule distinguishes.
-func TestTrimPodDecidesAsFullPod(t *testing.T) {
+func TestTrimDecidesAsFullPod(t *testing.T) {
 	unreachable := func(secs *int64) v1.Toleration {
 		return v1.Toleration{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: secs}
 	}
@@ -88,7 +92,7 @@ func TestTrimPodDecidesAsFullPod(t *testing.T) {
 		"NoSchedule only": {{Key: "example.com/x", Effect: v1.TaintEffectNoSchedule}},
 	}
 	for pname, pod := range pods {
-		trimmed := tolerations.TrimPod(pod)
+		trimmed := podcache.Trim(pod)
 		for tname, taints := range taintSets {
 			t.Run(pname+"/"+tname, func(t *testing.T) {
 				for _, now := range []time.Time{t0, t0.Add(45 * time.Second), t0.Add(2 * time.Hour)} {
@@ -122,19 +126,20 @@ func TestTrimPodDecidesAsFullPod(t *testing.T) {
 	}
 }
 
-// TrimPod keeps what a controller reads to act on a pod and to describe it,
+// Trim keeps what a controller reads to act on a pod and to describe it,
 // and drops the rest.
-func TestTrimPodKeeps(t *testing.T) {
+func TestTrimKeeps(t *testing.T) {
 	deleting := metav1.NewTime(t0)
 	pod := fullPod("web", []v1.Toleration{{Key: "k", Operator: v1.TolerationOpExists}},
 		condition(v1.PodReady, v1.ConditionTrue, t0), condition(v1.PodScheduled, v1.ConditionTrue, t0),
 		condition(v1.DisruptionTarget, v1.ConditionTrue, t0))
 	pod.DeletionTimestamp = &deleting
 
-	got := tolerations.TrimPod(pod)
+	got := podcache.Trim(pod)
 	want := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion, DeletionTimestamp: &deleting},
-		Spec:       v1.PodSpec{NodeName: "node-a", Tolerations: pod.Spec.Tolerations, ResourceClaims: pod.Spec.ResourceClaims},
+		Spec: v1.PodSpec{NodeName: "node-a", Tolerations: pod.Spec.Tolerations, ResourceClaims: pod.Spec.ResourceClaims,
+			SchedulingGroup: pod.Spec.SchedulingGroup},
 		Status: v1.PodStatus{
 			Conditions:                  pod.Status.Conditions[1:],
 			ResourceClaimStatuses:       pod.Status.ResourceClaimStatuses,
@@ -142,33 +147,34 @@ func TestTrimPodKeeps(t *testing.T) {
 		},
 	}
 	assert.Equal(t, want, got)
-	assert.Nil(t, tolerations.TrimPod(nil))
-	assert.Equal(t, &v1.Pod{}, tolerations.TrimPod(&v1.Pod{}), "nothing to keep: nil slices stay nil")
+	assert.Nil(t, podcache.Trim(nil))
+	assert.Equal(t, &v1.Pod{}, podcache.Trim(&v1.Pod{}), "nothing to keep: nil slices stay nil")
 }
 
 // The trimmed pod shares no memory with the pod: changing one never changes
 // the other (an informer's cache and the object a caller holds).
-func TestTrimPodSharesNothing(t *testing.T) {
+func TestTrimSharesNothing(t *testing.T) {
 	pod := fullPod("web", []v1.Toleration{{Key: "k", Operator: v1.TolerationOpExists, TolerationSeconds: ptr.To[int64](5)}},
 		condition(v1.PodScheduled, v1.ConditionTrue, t0))
 	deleting := metav1.NewTime(t0)
 	pod.DeletionTimestamp = &deleting
 	before := pod.DeepCopy()
 
-	got := tolerations.TrimPod(pod)
+	got := podcache.Trim(pod)
 	*got.Spec.Tolerations[0].TolerationSeconds = 99
 	got.Spec.Tolerations[0].Key = "changed"
 	got.Status.Conditions[0].Status = v1.ConditionFalse
 	got.DeletionTimestamp.Time = t0.Add(time.Hour)
 	*got.Spec.ResourceClaims[0].ResourceClaimName = "changed"
+	*got.Spec.SchedulingGroup.PodGroupName = "changed"
 	*got.Status.ResourceClaimStatuses[0].ResourceClaimName = "changed"
 	got.Status.ExtendedResourceClaimStatus.RequestMappings[0].RequestName = "changed"
 	require.Equal(t, before, pod, "the pod changed with its trimmed copy")
 }
 
-func ExampleTrimPod() {
+func ExampleTrim() {
 	pod := fullPod("web", []v1.Toleration{{Key: v1.TaintNodeUnreachable, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](60)}})
-	trimmed := tolerations.TrimPod(pod)
+	trimmed := podcache.Trim(pod)
 	fmt.Println(trimmed.Name, trimmed.Spec.NodeName, len(trimmed.Spec.Tolerations), len(trimmed.Spec.Containers), len(trimmed.Labels))
 	// Output: web node-a 1 0 0
 }

@@ -1,4 +1,4 @@
-package tolerations
+package podcache
 
 import (
 	"unique"
@@ -8,21 +8,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// PodRecord is what [TrimPod] keeps of a pod, held in about a fifth of the
-// memory of the trimmed *v1.Pod, for an informer that caches every pod of a
-// large cluster: a *v1.Pod is over a kilobyte before any field is set, and
-// the tolerations, the namespace and the node name that pods repeat are held
-// once here, not once a pod. [PodRecord.Pod] turns a record back into the pod
-// TrimPod returns, so that the decisions are the same.
+// Record is what [Trim] keeps of a pod, held in about a fifth of the
+// memory of the trimmed *v1.Pod: a *v1.Pod is over a kilobyte before any
+// field is set, and the tolerations, the namespace and the node name that
+// pods repeat are held once here, not once a pod. [Record.Pod] turns a
+// record back into the pod Trim returns, so that the decisions are the same.
 //
-// Cache records with client-go's informers.WithTransform([RecordPods]); an
-// informer keys a record by its namespace and name ([PodRecord.GetObjectMeta]).
-// Listers typed for *v1.Pod do not apply: read the informer's indexer and call
-// Pod on each record, when the pod is needed (a handler that only filters by
-// node name reads [PodRecord.NodeName]).
+// An informer keys a record by its namespace and name
+// ([Record.GetObjectMeta]). Listers typed for *v1.Pod do not apply: read the
+// informer's indexer and call Pod on each record, when the pod is needed (an
+// index or a handler that only filters reads the accessors).
 //
 // A record is never modified once made, and is safe for concurrent use.
-type PodRecord struct {
+type Record struct {
 	name, resourceVersion string
 	uid                   types.UID
 	namespace, nodeName   unique.Handle[string]
@@ -36,6 +34,7 @@ type PodRecord struct {
 // pointer for it.
 type recordRare struct {
 	typeMeta                    metav1.TypeMeta
+	schedulingGroup             *v1.PodSchedulingGroup
 	resourceClaims              []v1.PodResourceClaim
 	resourceClaimStatuses       []v1.PodResourceClaimStatus
 	extendedResourceClaimStatus *v1.PodExtendedResourceClaimStatus
@@ -49,13 +48,13 @@ type toleration struct {
 	hasSeconds                   bool
 }
 
-// NewPodRecord returns the record of pod: what TrimPod(pod) holds.
-// NewPodRecord(nil) is nil.
-func NewPodRecord(pod *v1.Pod) *PodRecord {
+// NewRecord returns the record of pod: what Trim(pod) holds.
+// NewRecord(nil) is nil.
+func NewRecord(pod *v1.Pod) *Record {
 	if pod == nil {
 		return nil
 	}
-	r := &PodRecord{
+	r := &Record{
 		name:              pod.Name,
 		resourceVersion:   pod.ResourceVersion,
 		uid:               pod.UID,
@@ -81,21 +80,29 @@ func NewPodRecord(pod *v1.Pod) *PodRecord {
 			r.conditions = append(r.conditions, kept)
 		}
 	}
-	if pod.TypeMeta != (metav1.TypeMeta{}) || pod.Spec.ResourceClaims != nil ||
+	if pod.TypeMeta != (metav1.TypeMeta{}) || pod.Spec.SchedulingGroup != nil || pod.Spec.ResourceClaims != nil ||
 		pod.Status.ResourceClaimStatuses != nil || pod.Status.ExtendedResourceClaimStatus != nil {
-		// TrimPod copies these; its result then serves both.
-		t := TrimPod(&v1.Pod{TypeMeta: pod.TypeMeta,
-			Spec:   v1.PodSpec{ResourceClaims: pod.Spec.ResourceClaims},
-			Status: v1.PodStatus{ResourceClaimStatuses: pod.Status.ResourceClaimStatuses, ExtendedResourceClaimStatus: pod.Status.ExtendedResourceClaimStatus},
-		})
+		// Trim copies these; its result then serves both.
+		t := Trim(rarePod(pod.TypeMeta, pod.Spec.SchedulingGroup, pod.Spec.ResourceClaims,
+			pod.Status.ResourceClaimStatuses, pod.Status.ExtendedResourceClaimStatus))
 		r.rare = &recordRare{
 			typeMeta:                    t.TypeMeta,
+			schedulingGroup:             t.Spec.SchedulingGroup,
 			resourceClaims:              t.Spec.ResourceClaims,
 			resourceClaimStatuses:       t.Status.ResourceClaimStatuses,
 			extendedResourceClaimStatus: t.Status.ExtendedResourceClaimStatus,
 		}
 	}
 	return r
+}
+
+// rarePod is a pod holding only what a recordRare holds.
+func rarePod(typeMeta metav1.TypeMeta, group *v1.PodSchedulingGroup, claims []v1.PodResourceClaim,
+	statuses []v1.PodResourceClaimStatus, extended *v1.PodExtendedResourceClaimStatus) *v1.Pod {
+	return &v1.Pod{TypeMeta: typeMeta,
+		Spec:   v1.PodSpec{SchedulingGroup: group, ResourceClaims: claims},
+		Status: v1.PodStatus{ResourceClaimStatuses: statuses, ExtendedResourceClaimStatus: extended},
+	}
 }
 
 // canonicalCondition returns a kept condition's type and status as the
@@ -114,10 +121,10 @@ func canonicalCondition(t v1.PodConditionType, s v1.ConditionStatus) (v1.PodCond
 	return t, s
 }
 
-// Pod returns a new pod equal to TrimPod of the pod r was made from: the
+// Pod returns a new pod equal to Trim of the pod r was made from: the
 // caller may modify it. It shares no memory with r other than strings.
 // A nil record returns nil.
-func (r *PodRecord) Pod() *v1.Pod {
+func (r *Record) Pod() *v1.Pod {
 	if r == nil {
 		return nil
 	}
@@ -147,11 +154,10 @@ func (r *PodRecord) Pod() *v1.Pod {
 		pod.Status.Conditions = append([]v1.PodCondition(nil), r.conditions...)
 	}
 	if r.rare != nil {
-		t := TrimPod(&v1.Pod{TypeMeta: r.rare.typeMeta,
-			Spec:   v1.PodSpec{ResourceClaims: r.rare.resourceClaims},
-			Status: v1.PodStatus{ResourceClaimStatuses: r.rare.resourceClaimStatuses, ExtendedResourceClaimStatus: r.rare.extendedResourceClaimStatus},
-		})
+		t := Trim(rarePod(r.rare.typeMeta, r.rare.schedulingGroup, r.rare.resourceClaims,
+			r.rare.resourceClaimStatuses, r.rare.extendedResourceClaimStatus))
 		pod.TypeMeta = t.TypeMeta
+		pod.Spec.SchedulingGroup = t.Spec.SchedulingGroup
 		pod.Spec.ResourceClaims = t.Spec.ResourceClaims
 		pod.Status.ResourceClaimStatuses = t.Status.ResourceClaimStatuses
 		pod.Status.ExtendedResourceClaimStatus = t.Status.ExtendedResourceClaimStatus
@@ -160,18 +166,27 @@ func (r *PodRecord) Pod() *v1.Pod {
 }
 
 // Namespace returns the pod's namespace.
-func (r *PodRecord) Namespace() string { return value(r.namespace) }
+func (r *Record) Namespace() string { return value(r.namespace) }
 
 // Name returns the pod's name.
-func (r *PodRecord) Name() string { return r.name }
+func (r *Record) Name() string { return r.name }
 
 // UID returns the pod's UID.
-func (r *PodRecord) UID() types.UID { return r.uid }
+func (r *Record) UID() types.UID { return r.uid }
 
 // NodeName returns the pod's spec.nodeName: "" while it is not scheduled.
-func (r *PodRecord) NodeName() string { return value(r.nodeName) }
+func (r *Record) NodeName() string { return value(r.nodeName) }
 
-// value is h's string, "" for the zero handle (of a zero PodRecord).
+// PodGroupName returns the name of the pod's PodGroup
+// (spec.schedulingGroup.podGroupName), or "" if it has none.
+func (r *Record) PodGroupName() string {
+	if r.rare == nil || r.rare.schedulingGroup == nil || r.rare.schedulingGroup.PodGroupName == nil {
+		return ""
+	}
+	return *r.rare.schedulingGroup.PodGroupName
+}
+
+// value is h's string, "" for the zero handle (of a zero Record).
 func value(h unique.Handle[string]) string {
 	if h == (unique.Handle[string]{}) {
 		return ""
@@ -179,13 +194,13 @@ func value(h unique.Handle[string]) string {
 	return h.Value()
 }
 
-// RecordPods is a transform for client-go's informers (cache.TransformFunc,
-// informers.WithTransform): it turns a *v1.Pod into its *PodRecord and
+// Transform is a transform for client-go's informers (cache.TransformFunc,
+// informers.WithTransform): it turns a *v1.Pod into its *Record and
 // returns anything else as it is, a record included, as a transform must be
 // idempotent.
-func RecordPods(obj any) (any, error) {
+func Transform(obj any) (any, error) {
 	if pod, ok := obj.(*v1.Pod); ok {
-		return NewPodRecord(pod), nil
+		return NewRecord(pod), nil
 	}
 	return obj, nil
 }
