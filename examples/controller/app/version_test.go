@@ -19,6 +19,6 @@ func TestVersionInfo(t *testing.T) {
 	assert.Regexp(t, `^taintkit-noexecute \S+$`, lines[0])
 	got := strings.Join(lines, "\n")
 	assert.Contains(t, got, "go:        "+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH)
-	assert.Contains(t, got, "module:    github.com/taintkit/taintkit/examples/controller ")
+	assert.Contains(t, got, "module:    github.com/taintkit/taintkit/examples ")
 	assert.Regexp(t, `(?m)^revision:  \S+`, got)
 }

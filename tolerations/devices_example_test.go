@@ -12,8 +12,10 @@ import (
 	"github.com/taintkit/taintkit/tolerations"
 )
 
-// The README's device taints: README.md quotes this body verbatim, and the
-// root package's TestReadmeCodeIsTested fails if the two drift apart.
+// Device taints (DRA): a pod's devices, each with the tolerations of its
+// allocation and the taints it has now, decided together with its node's
+// taints, so that neither cancels the other. Which claims are a pod's and
+// which taints a device has is the controller's to read.
 func Example_deviceTaints() {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := testingclock.NewFakeClock(t0)
