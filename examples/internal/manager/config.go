@@ -41,6 +41,27 @@ type EventRecorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
 }
 
+// Defaults of the zero fields of [Config].
+const (
+	// DefaultResyncPeriod: a pod whose eviction was missed is found within
+	// two periods.
+	DefaultResyncPeriod = 30 * time.Second
+	// DefaultFailureEventInterval: an eviction that keeps failing says so
+	// at most every 5 minutes.
+	DefaultFailureEventInterval = 5 * time.Minute
+	// NodeReadTTL is how long one read of a node (Config.ReadNode) serves
+	// the evictions of the node's pods.
+	NodeReadTTL = time.Second
+)
+
+// DefaultEvictionRetry is the retry policy of evictions: never given up
+// while the pod must go, waits doubling from 1 s to 30 s.
+var DefaultEvictionRetry = timedqueue.RetryPolicy{
+	MaxAttempts:    timedqueue.UnlimitedAttempts,
+	InitialBackoff: time.Second,
+	MaxBackoff:     30 * time.Second,
+}
+
 // Config configures a [Manager]. GetNode, GetPod, PodsOnNode and Client are
 // required; every other field has a usable zero value, stated on the field.
 type Config struct {
@@ -54,6 +75,28 @@ type Config struct {
 	// PodsOnNode returns the pods bound to the named node (an informer
 	// indexer on spec.nodeName).
 	PodsOnNode func(nodeName string) ([]*v1.Pod, error)
+	// ListNodes, if not nil, returns every node (a node lister's List): the
+	// manager then looks again, every ResyncPeriod, at the pods on nodes
+	// with NoExecute taints, from the caches and with no request, and
+	// schedules the eviction of any that must go and has none, whatever the
+	// reason it was missed ([Stats].ResyncFound counts them). Nil: no
+	// resync.
+	ListNodes func() ([]*v1.Node, error)
+	// ResyncPeriod is how often ListNodes' nodes are looked at again. Zero
+	// means DefaultResyncPeriod. A pod is counted as missed, and handed to
+	// its node's handler, when two looks in a row find it with no eviction
+	// scheduled: an update being handled is not taken for a miss.
+	ResyncPeriod time.Duration
+	// ReadNode, if not nil, reads the named node from the API server (a
+	// clientset's Nodes().Get), for the pods whose eviction the cached node
+	// may wrongly call for: a pod that does not tolerate a taint whose
+	// TimeAdded is before the pod was bound was placed there by a scheduler
+	// that did not see the taint, so the taint may be gone and the node
+	// cache behind. Before evicting such a pod the manager reads the node
+	// and decides on what it says; one read serves every pod of the node
+	// for NodeReadTTL. Pods bound before the taint, as in a zone outage,
+	// cost no read. Nil decides on the cache alone, as upstream.
+	ReadNode func(ctx context.Context, name string) (*v1.Node, error)
 	// Client sets conditions on pods and deletes them.
 	Client PodClient
 
@@ -106,11 +149,21 @@ type Config struct {
 	// MaxConcurrentEvictions bounds the evictions (API calls) running at
 	// once. Zero means timedqueue.DefaultMaxConcurrency.
 	MaxConcurrentEvictions int
-	// EvictionRetry says how a failed eviction is retried. The zero value is
-	// timedqueue's default policy. An eviction that fails for good is logged
-	// and counted in [Stats].Failed; the pod is decided afresh on its next
-	// update.
+	// EvictionRetry says how a failed eviction is retried. Its zero fields
+	// take DefaultEvictionRetry's: an eviction that fails for a reason that
+	// can pass (a refusal by admission, a throttled or failed request) is
+	// retried, each attempt deciding afresh, until the pod is gone, no
+	// longer has to go or is another pod, with waits doubling from 1 s up
+	// to 30 s: a pod refused for good costs two attempts a minute. A
+	// MaxAttempts that runs out gives the eviction up: a Warning event,
+	// [Stats].Failed, and the pod is decided afresh on its next update or
+	// at the next resync.
 	EvictionRetry timedqueue.RetryPolicy
+	// FailureEventInterval is how often, at most, an eviction that keeps
+	// failing records its Warning event, with the last error: at its
+	// second failure, then at most once per interval. Zero means
+	// DefaultFailureEventInterval.
+	FailureEventInterval time.Duration
 
 	// UseEvictionAPI evicts pods through the Eviction API, which honours
 	// PodDisruptionBudgets, instead of deleting them; Client must implement
@@ -181,6 +234,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("manager: EvictionRate must be a finite number ≥ 0, got %v", c.EvictionRate)
 	case c.EvictionBurst < 0:
 		return fmt.Errorf("manager: EvictionBurst must not be negative, got %d", c.EvictionBurst)
+	case c.ResyncPeriod < 0:
+		return fmt.Errorf("manager: ResyncPeriod must not be negative, got %v", c.ResyncPeriod)
+	case c.FailureEventInterval < 0:
+		return fmt.Errorf("manager: FailureEventInterval must not be negative, got %v", c.FailureEventInterval)
 	}
 	if c.UseEvictionAPI {
 		if _, ok := c.Client.(PodEvicter); !ok {

@@ -71,8 +71,18 @@ func (m *Manager) returned(key types.NamespacedName, err error) {
 		// gives up on (evictionFailed), or the failure of an attempt
 		// withdrawn by a handler that scheduled anew (a decision repeated
 		// while it ran): the new schedule keeps the key's refusals (so their
-		// backoff goes on) and this error, the latest.
-		m.status.failed(key, err, false)
+		// backoff goes on) and this error, the latest. An eviction that
+		// keeps failing says so, at most every FailureEventInterval.
+		st, warn := m.status.failedAt(key, err, m.clock.Now(), m.failureEventInterval)
+		if warn {
+			m.log.Error(err, "Eviction keeps failing", "pod", key, "since", st.failingSince, "attempts", st.failures)
+			verb := "Deleting"
+			if m.cfg.UseEvictionAPI {
+				verb = "Evicting"
+			}
+			m.event(key, "", m.byDevice.has(key), v1.EventTypeWarning, "%s Pod %s keeps failing since %s (%d attempts): %v",
+				verb, key, st.failingSince.UTC().Format(time.RFC3339), st.failures, err)
+		}
 	}
 }
 
@@ -118,6 +128,16 @@ func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error 
 	// is owed, whatever the pod's tolerations say now (short of forever): a
 	// longer toleration does not postpone an eviction.
 	d := m.recheck(node, pod)
+	if m.mayBeStale(pod, d) {
+		// The scheduler bound the pod after the taint's TimeAdded: it did
+		// not see the taint, which may be gone from a node our cache has
+		// not caught up with. Decide on the node as the API server has it.
+		fresh, err := m.nodeReads.read(ctx, pod.Spec.NodeName)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("manager: read node %q: %w", pod.Spec.NodeName, err)
+		}
+		d = m.recheck(fresh, pod) // a node gone (NotFound, nil) has no taint
+	}
 	reason := evictReason{d: d}
 	switch d.Action {
 	case tolerations.Never:
@@ -172,10 +192,9 @@ func (m *Manager) tryEvict(ctx context.Context, key types.NamespacedName) error 
 		if l := m.log.V(2); l.Enabled() {
 			l.Info("Deleting pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason)
 		}
-		if !fallback && m.cfg.Recorder != nil {
-			// Recorded on every attempt, retries included, as each attempt
-			// decides afresh that the pod must go (a retry may be for a
-			// recreated pod).
+		if !fallback && m.cfg.Recorder != nil && m.status.markOnce(key, pod.UID, deadline) {
+			// Once per decision (the pod's UID and deadline), not per
+			// attempt: a retry of a recreated pod is another decision.
 			m.markingForDeletion(key, pod.UID, d)
 		}
 		err = m.deletePod(ctx, key, pod, d)
@@ -245,7 +264,7 @@ func (m *Manager) evictThroughAPI(ctx context.Context, key types.NamespacedName,
 	if l := m.log.V(2); l.Enabled() {
 		l.Info("Evicting pod", "pod", key, "uid", pod.UID, "node", pod.Spec.NodeName, "reason", reason, "refusals", st.refusals)
 	}
-	if st.refusals == 0 && m.cfg.Recorder != nil {
+	if m.cfg.Recorder != nil && m.status.markOnce(key, pod.UID, deadline) {
 		m.markingForDeletion(key, pod.UID, reason.d)
 	}
 	// The API server sets DisruptionTarget itself when it evicts; setting it

@@ -33,7 +33,7 @@ func TestGivenUpEvictionIsReported(t *testing.T) {
 
 		var gaveUp []string
 		for _, ev := range e.rec.take() {
-			if strings.HasPrefix(ev, "Warning ") {
+			if strings.HasPrefix(ev, "Warning ") && strings.Contains(ev, "Gave up") {
 				gaveUp = append(gaveUp, ev)
 			}
 		}

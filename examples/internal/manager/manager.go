@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -57,11 +58,18 @@ type Stats struct {
 	Dropped     int64 // evictions that fired when no longer due and were dropped
 	Cancelled   int64 // scheduled evictions cancelled by a handler
 	Failed      int64 // evictions given up after the retry policy ran out
+	// ResyncFound counts the pods the resync found that had to go and had
+	// no eviction scheduled (see Config.ListNodes): it should stay at 0.
+	ResyncFound int64
+	// NodeReads counts the nodes read from the API server before evicting
+	// (see Config.ReadNode).
+	NodeReads int64
 }
 
 type stats struct {
 	evicted, gone, terminating, rescheduled, dropped, cancelled, failed  atomic.Int64
 	deleted, evictedByAPI, fallbackDeleted, refused, dryRun, budgetWaits atomic.Int64
+	resyncFound, nodeReads                                               atomic.Int64
 }
 
 // Manager evicts pods from nodes with NoExecute taints they do not tolerate.
@@ -85,6 +93,10 @@ type Manager struct {
 	byDevice deviceKeys      // the pods whose eviction a device's taint decided
 	idle     *idleTracker    // nil unless Config.TrackIdle
 	stats    stats
+	// nodeReads reads nodes from the API server; nil without ReadNode.
+	nodeReads *nodeReads
+	// failureEventInterval is Config.FailureEventInterval or its default.
+	failureEventInterval time.Duration
 	started  atomic.Bool
 }
 
@@ -119,10 +131,22 @@ func New(cfg Config) (*Manager, error) {
 	if maxEvictions == 0 {
 		maxEvictions = timedqueue.DefaultMaxConcurrency
 	}
+	m.nodeReads = newNodeReads(cfg.ReadNode, m.clock, func() { m.stats.nodeReads.Add(1) })
+	m.failureEventInterval = cfg.FailureEventInterval
+	if m.failureEventInterval == 0 {
+		m.failureEventInterval = DefaultFailureEventInterval
+	}
+	retry := cfg.EvictionRetry
+	if retry.MaxAttempts == 0 {
+		retry.MaxAttempts = DefaultEvictionRetry.MaxAttempts
+	}
+	if retry.InitialBackoff == 0 && retry.MaxBackoff == 0 {
+		retry.InitialBackoff, retry.MaxBackoff = DefaultEvictionRetry.InitialBackoff, DefaultEvictionRetry.MaxBackoff
+	}
 	opts := []timedqueue.Option{
 		timedqueue.WithClock(m.clock),
 		timedqueue.WithMaxConcurrency(maxEvictions),
-		timedqueue.WithRetry(cfg.EvictionRetry),
+		timedqueue.WithRetry(retry),
 		timedqueue.WithLogger(m.log),
 		timedqueue.WithName("noexecute-evictions"),
 	}
@@ -179,7 +203,14 @@ func (m *Manager) Run(ctx context.Context) {
 		return
 	}
 	m.log.Info("Starting NoExecute taint manager")
+	resynced := make(chan struct{})
+	if m.cfg.ListNodes != nil {
+		go func() { defer close(resynced); m.resyncLoop(ctx) }()
+	} else {
+		close(resynced)
+	}
 	m.dispatcher.Run(ctx)
+	<-resynced // it adds to the dispatcher, which has stopped: nothing is lost
 	// The dispatcher has stopped, so nothing schedules evictions any more.
 	if err := m.evictions.Shutdown(context.WithoutCancel(ctx)); err != nil {
 		m.log.Error(err, "Shutting down the eviction queue")
@@ -293,8 +324,15 @@ func (m *Manager) Stats() Stats {
 		Dropped:         m.stats.dropped.Load(),
 		Cancelled:       m.stats.cancelled.Load(),
 		Failed:          m.stats.failed.Load(),
+		ResyncFound:     m.stats.resyncFound.Load(),
+		NodeReads:       m.stats.nodeReads.Load(),
 	}
 }
+
+// Failing returns how many scheduled evictions are failing (their last
+// attempts failed: see PendingEviction.FailingSince), and since when the
+// one failing longest has been; zero if none.
+func (m *Manager) Failing() (n int, since time.Time) { return m.status.failing() }
 
 // ScheduledEviction returns the eviction scheduled for the pod
 // namespace/name, if any: a snapshot of the eviction queue's entry.

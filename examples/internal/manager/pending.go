@@ -38,8 +38,9 @@ func (m *Manager) pending(w timedqueue.TimedWorker[types.NamespacedName], nodes 
 		Namespace: w.Key.Namespace,
 		Name:      w.Key.Name,
 		Deadline:  w.FireAt,
-		Attempts:  w.Attempts + st.refusals,
-		LastError: st.lastErr,
+		Attempts:     w.Attempts + st.refusals,
+		LastError:    st.lastErr,
+		FailingSince: st.failingSince,
 	}
 	pod, err := m.cfg.GetPod(w.Key.Namespace, w.Key.Name)
 	if err != nil {

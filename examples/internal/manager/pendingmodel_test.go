@@ -100,7 +100,10 @@ type podModel struct {
 	failures  int       // the queue's failed attempts of the schedule
 	refusals  int
 	lastErr   string
-	gaveUp    bool // its last eviction was given up (Pending may list it as Failed)
+	// failingSince is when an attempt first failed with an error (a
+	// refusal, a panic or a Goexit does not count).
+	failingSince time.Time
+	gaveUp       bool // its last eviction was given up (Pending may list it as Failed)
 }
 
 var modelRetry = timedqueue.RetryPolicy{MaxAttempts: 4, InitialBackoff: time.Second, MaxBackoff: 8 * time.Second}
@@ -215,6 +218,9 @@ func playPendingModel(t *testing.T, seed uint64) {
 				continue
 			case outFailed:
 				p.lastErr = "manager: evict pod default/" + c.name + ": etcdserver: request timed out"
+				if p.failingSince.IsZero() {
+					p.failingSince = c.at
+				}
 			case outPanicked:
 				p.lastErr = "timedqueue: panic: client panic on " + c.name
 			case outGoexited:
@@ -252,7 +258,7 @@ func checkPendingModel(t *testing.T, e *env, model map[string]*podModel, at stri
 		}
 		require.True(t, p.next.After(now), "%s: %s due at +%v and not attempted", at, name, p.next.Sub(t0))
 		want = append(want, manager.PendingEviction{Namespace: "default", Name: name, UID: e.pod(name).UID, Node: p.node,
-			Deadline: p.deadline, Attempts: p.failures + p.refusals, LastError: p.lastErr})
+			Deadline: p.deadline, Attempts: p.failures + p.refusals, LastError: p.lastErr, FailingSince: p.failingSince})
 		w, ok := e.manager().ScheduledEviction("default", name)
 		require.True(t, ok, "%s: %s not scheduled", at, name)
 		require.True(t, p.next.Equal(w.NextAttempt), "%s: %s next attempt at +%v, want +%v", at, name, w.NextAttempt.Sub(t0), p.next.Sub(t0))

@@ -67,9 +67,15 @@ type PendingEviction struct {
 	// refused, as the eviction queue recorded it (a panic or a
 	// runtime.Goexit in the client included), or "" if none was.
 	LastError string
+	// FailingSince is when the eviction's attempts started failing (a
+	// refusal by admission, a request that failed), the first failure of
+	// those since; zero while it is not failing. A disruption budget's
+	// refusals are not failures.
+	FailingSince time.Time
 	// Failed reports that the eviction was given up: its attempts ran out
 	// (EvictionRetry's MaxAttempts), with a Warning event and a count in
-	// [Stats].Failed. The pod stays until its next update decides again.
+	// [Stats].Failed. The pod stays until its next update or the next
+	// resync decides again.
 	Failed bool
 }
 

@@ -3,6 +3,7 @@ package manager
 import (
 	"hash/maphash"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -24,6 +25,15 @@ import (
 type evictionStatus struct {
 	refusals int
 	lastErr  string
+	// failures counts the attempts that failed (refusals aside), since
+	// failingSince; warnedAt is when the last Warning said so.
+	failures     int
+	failingSince time.Time
+	warnedAt     time.Time
+	// marked is the uidHash of the pod whose "Marking for deletion" event
+	// was recorded, for the deadline markedFor: one event per decision.
+	marked    uint64
+	markedFor time.Time
 }
 
 // statuses holds the evictionStatus of each eviction that has one, and the
@@ -93,6 +103,60 @@ func (s *statuses) failedLocked(key types.NamespacedName, err error, refused boo
 	s.byKey[key] = st
 	s.byKeyPeak = max(s.byKeyPeak, len(s.byKey))
 	return st.refusals
+}
+
+// failedAt records a failed attempt of key's eviction at now, with err as
+// its last error, and reports whether to say so with a Warning: at the
+// second failure, then at most once per interval. It returns the status as
+// recorded.
+func (s *statuses) failedAt(key types.NamespacedName, err error, now time.Time, interval time.Duration) (evictionStatus, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failedLocked(key, err, false)
+	st := s.byKey[key]
+	st.failures++
+	if st.failingSince.IsZero() {
+		st.failingSince = now
+	}
+	warn := st.failures >= 2 && (st.warnedAt.IsZero() || now.Sub(st.warnedAt) >= interval)
+	if warn {
+		st.warnedAt = now
+	}
+	s.byKey[key] = st
+	return st, warn
+}
+
+// markOnce reports whether the "Marking for deletion" event of the pod key
+// with this uid, for deadline, is still to be recorded, and records that it
+// is.
+func (s *statuses) markOnce(key types.NamespacedName, uid types.UID, deadline time.Time) bool {
+	u := s.uidHash(uid)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.byKey[key]
+	if st.marked == u && st.markedFor.Equal(deadline) {
+		return false
+	}
+	st.marked, st.markedFor = u, deadline
+	s.byKey[key] = st
+	s.byKeyPeak = max(s.byKeyPeak, len(s.byKey))
+	return true
+}
+
+// failing returns how many evictions are failing, and the earliest time
+// one of them started failing.
+func (s *statuses) failing() (n int, since time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.byKey {
+		if st.failingSince.IsZero() {
+			continue
+		}
+		if n++; since.IsZero() || st.failingSince.Before(since) {
+			since = st.failingSince
+		}
+	}
+	return n, since
 }
 
 // failedIf records err as key's last error, as failed does, if current,
