@@ -368,8 +368,8 @@ func waitForLeader(ctx context.Context, c kubernetes.Interface, identity string)
 // clients (the informers', the manager's and the leader election's).
 type callRecorder struct {
 	mu        sync.Mutex
-	forbidden []string // refused by RBAC
-	denied    []string // refused by an admission policy, as a test may arrange
+	forbidden []string      // refused by RBAC
+	denied    []string      // refused by an admission policy, as a test may arrange
 	conflicts []string      // DELETEs of pods refused with 409 Conflict
 	conflict  chan struct{} // closed at the first of them
 	// Evictions (POST pods/<name>/eviction) by pod name: the times of

@@ -97,7 +97,7 @@ type Manager struct {
 	nodeReads *nodeReads
 	// failureEventInterval is Config.FailureEventInterval or its default.
 	failureEventInterval time.Duration
-	started  atomic.Bool
+	started              atomic.Bool
 }
 
 // New returns a Manager for cfg, or an error naming the first invalid field.

@@ -35,9 +35,9 @@ func (m *Manager) Pending() []PendingEviction {
 func (m *Manager) pending(w timedqueue.TimedWorker[types.NamespacedName], nodes map[string]*v1.Node) PendingEviction {
 	st := m.status.get(w.Key)
 	p := PendingEviction{
-		Namespace: w.Key.Namespace,
-		Name:      w.Key.Name,
-		Deadline:  w.FireAt,
+		Namespace:    w.Key.Namespace,
+		Name:         w.Key.Name,
+		Deadline:     w.FireAt,
 		Attempts:     w.Attempts + st.refusals,
 		LastError:    st.lastErr,
 		FailingSince: st.failingSince,
