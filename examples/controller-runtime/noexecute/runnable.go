@@ -105,6 +105,19 @@ func (r *Runnable) SetupWithManager(mgr ctrlmanager.Manager) error {
 	}
 	cfg := r.Config
 	cfg.GetNode, cfg.GetPod, cfg.PodsOnNode = r.getNode, r.getPod, r.podsOnNode
+	if cfg.ListNodes == nil {
+		cfg.ListNodes = r.listNodes // the resync: nothing missed stays missed
+	}
+	if cfg.ReadNode == nil {
+		api := mgr.GetAPIReader()
+		cfg.ReadNode = func(ctx context.Context, name string) (*v1.Node, error) {
+			node := &v1.Node{}
+			if err := api.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+				return nil, err
+			}
+			return node, nil
+		}
+	}
 	r.countdowns = tolerations.NewCountdowns(cfg.Clock, cfg.Matcher)
 	cfg.Countdowns = r.countdowns
 	// Fed on every replica from the informers' start, so that a standby
@@ -243,6 +256,18 @@ func (r *Runnable) getNode(name string) (*v1.Node, error) {
 	return node, nil
 }
 
+func (r *Runnable) listNodes() ([]*v1.Node, error) {
+	var list v1.NodeList
+	if err := r.reader.List(context.Background(), &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	nodes := make([]*v1.Node, len(list.Items))
+	for i := range list.Items {
+		nodes[i] = &list.Items[i]
+	}
+	return nodes, nil
+}
+
 func (r *Runnable) getPod(namespace, name string) (*v1.Pod, error) {
 	pod := &v1.Pod{}
 	if err := r.reader.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, pod, client.UnsafeDisableDeepCopy); err != nil {
@@ -270,7 +295,7 @@ func (r *Runnable) podsOnNode(name string) ([]*v1.Pod, error) {
 type eventRecorder struct{ r recorder.EventRecorder }
 
 var actions = map[string]string{"Scheduled": "ScheduleDeletion", "Cancelling": "CancelDeletion", "Marking": "Delete",
-	"Would": "DryRun", "Eviction": "Evict", "Deleting": "FallbackDelete"}
+	"Would": "DryRun", "Eviction": "Evict", "Deleting": "FallbackDelete", "Failing": "RetryDelete"}
 
 func (e eventRecorder) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
 	first, _, _ := strings.Cut(messageFmt, " ")

@@ -48,6 +48,9 @@ type PendingEvictionJSON struct {
 	Attempts int `json:"attempts"`
 	// LastError is the last attempt's error, or "".
 	LastError string `json:"lastError"`
+	// FailingSince is, for an eviction whose attempts keep failing, when
+	// the first of them failed, in RFC 3339; omitted otherwise.
+	FailingSince string `json:"failingSince,omitempty"`
 	// Failed is true for an eviction given up because its attempts ran out
 	// (with a Warning event and taintkit_evictions_total{outcome="failed"}):
 	// the pod stays until its next update decides again.
@@ -72,6 +75,9 @@ func NewPendingEvictionJSON(p manager.PendingEviction) PendingEvictionJSON {
 	}
 	if !p.Deadline.IsZero() {
 		out.Deadline = p.Deadline.UTC().Format(time.RFC3339Nano)
+	}
+	if !p.FailingSince.IsZero() {
+		out.FailingSince = p.FailingSince.UTC().Format(time.RFC3339Nano)
 	}
 	return out
 }

@@ -297,7 +297,8 @@ func allowedBy(g []grant, a clienttesting.Action) int {
 // controllerActions runs the controller with o on a fake API server
 // through a scenario that makes it use every call it can make with o:
 // start-up and the lease, evictions (one refused by a budget, so that a
-// fallback deletes it with --use-eviction-api), cancellations, repeated
+// fallback deletes it with --use-eviction-api; one of a pod bound after the
+// taint, which reads the node first), cancellations, repeated
 // events, a DeviceTaintRule whose taint evicts a pod through its claim
 // (its status written, with --device-taints), shutdown. It returns the
 // controller's calls (not the test's).
@@ -314,6 +315,8 @@ func controllerActions(t *testing.T, o app.Options) []clienttesting.Action {
 			boundPod("web", "uid-web", "node-1", t0, nil),
 			boundPod("api", "uid-api", "node-1", t0, nil),
 			boundPod("db", "uid-db", "node-1", t0, ptr.To(time.Hour)),
+			// Bound after the taint: the node is read before it is evicted.
+			boundPod("late", "uid-late", "node-1", t0.Add(time.Second), nil),
 			gpuSlice(1), gpu, claim, brokenRule("broken", resourcev1.DeviceTaintSelector{Pool: ptr.To("pool")}, t0))
 		kubetest.RefuseEvictions(client, func(_, name string) bool { return name == "api" })
 		r := start(t, client, o)

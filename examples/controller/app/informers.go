@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -181,6 +182,8 @@ func (c *cluster) podGroupPods(namespace, name string) []*v1.Pod {
 // getNode, getPod and podsOnNode are the manager's reads: from the
 // informers' caches.
 func (c *cluster) getNode(name string) (*v1.Node, error) { return c.nodeLister.Get(name) }
+
+func (c *cluster) listNodes() ([]*v1.Node, error) { return c.nodeLister.List(labels.Everything()) }
 
 func (c *cluster) getPod(namespace, name string) (*v1.Pod, error) {
 	obj, exists, err := c.pods.GetIndexer().GetByKey(namespace + "/" + name)

@@ -20,6 +20,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
+	"github.com/taintkit/taintkit/examples/internal/manager"
 	"github.com/taintkit/taintkit/sharding"
 	"github.com/taintkit/taintkit/timedqueue"
 )
@@ -126,6 +127,15 @@ type Options struct {
 	// its own (EvictionRate and EvictionBurst each), so that one
 	// namespace's backlog never delays another's evictions.
 	EvictionRatePerNamespace bool
+	// EvictionRetryMaxBackoff caps the wait between the attempts of an
+	// eviction that keeps failing (refused by admission, throttled, the
+	// server failing) or that a disruption budget refuses. Such an eviction
+	// is never given up while the pod must go; the waits double from 1 s.
+	EvictionRetryMaxBackoff time.Duration
+	// ResyncPeriod is how often the leader looks again, from its caches,
+	// at the pods on NoExecute-tainted nodes, for any that must go and has
+	// no eviction scheduled (taintkit_evictions_missed_total).
+	ResyncPeriod time.Duration
 
 	// DeviceTaints also evicts pods from DRA devices with NoExecute taints
 	// they do not tolerate (ResourceSlices' device taints and
@@ -200,6 +210,9 @@ const (
 	// attempt every 30 s (a few requests a minute), and a refusal that ends
 	// is followed by the eviction within 30 s.
 	DefaultEvictionRetryMaxBackoff = 30 * time.Second
+	// DefaultResyncPeriod: a pod whose eviction was missed is found within
+	// two periods.
+	DefaultResyncPeriod = manager.DefaultResyncPeriod
 	// DefaultDeviceTaintRuleMaxPods guards against a DeviceTaintRule that
 	// selects far more devices than meant (an empty selector selects every
 	// device in the cluster).
@@ -210,29 +223,31 @@ const (
 // Identity, and the values of the Default constants.
 func NewOptions() Options {
 	return Options{
-		LeaderElect:            true,
-		LeaseDuration:          DefaultLeaseDuration,
-		RenewDeadline:          DefaultRenewDeadline,
-		RetryPeriod:            DefaultRetryPeriod,
-		LeaseNamespace:         DefaultLeaseNamespace,
-		LeaseName:              DefaultLeaseName,
-		Identity:               defaultIdentity(),
-		MetricsBindAddress:     DefaultMetricsBindAddress,
-		MetricsSecure:          true,
-		MetricsCertName:        DefaultMetricsCertName,
-		MetricsCertKey:         DefaultMetricsCertKey,
-		HealthProbeBindAddress: DefaultHealthProbeBindAddress,
-		KubeAPIQPS:             DefaultKubeAPIQPS,
-		KubeAPIBurst:           DefaultKubeAPIBurst,
-		EventsQPS:              DefaultEventsQPS,
-		EventsBurst:            DefaultEventsBurst,
-		Shards:                 DefaultShards,
-		MaxConcurrentEvictions: DefaultMaxConcurrentEvictions,
-		ShutdownGracePeriod:    DefaultShutdownGracePeriod,
-		EvictionFallbackAfter:  DefaultEvictionFallbackAfter,
-		EvictionRate:           DefaultEvictionRate,
-		EvictionBurst:          DefaultEvictionBurst,
-		DeviceTaintRuleMaxPods: DefaultDeviceTaintRuleMaxPods,
+		LeaderElect:             true,
+		LeaseDuration:           DefaultLeaseDuration,
+		RenewDeadline:           DefaultRenewDeadline,
+		RetryPeriod:             DefaultRetryPeriod,
+		LeaseNamespace:          DefaultLeaseNamespace,
+		LeaseName:               DefaultLeaseName,
+		Identity:                defaultIdentity(),
+		MetricsBindAddress:      DefaultMetricsBindAddress,
+		MetricsSecure:           true,
+		MetricsCertName:         DefaultMetricsCertName,
+		MetricsCertKey:          DefaultMetricsCertKey,
+		HealthProbeBindAddress:  DefaultHealthProbeBindAddress,
+		KubeAPIQPS:              DefaultKubeAPIQPS,
+		KubeAPIBurst:            DefaultKubeAPIBurst,
+		EventsQPS:               DefaultEventsQPS,
+		EventsBurst:             DefaultEventsBurst,
+		Shards:                  DefaultShards,
+		MaxConcurrentEvictions:  DefaultMaxConcurrentEvictions,
+		ShutdownGracePeriod:     DefaultShutdownGracePeriod,
+		EvictionFallbackAfter:   DefaultEvictionFallbackAfter,
+		EvictionRetryMaxBackoff: DefaultEvictionRetryMaxBackoff,
+		ResyncPeriod:            DefaultResyncPeriod,
+		EvictionRate:            DefaultEvictionRate,
+		EvictionBurst:           DefaultEvictionBurst,
+		DeviceTaintRuleMaxPods:  DefaultDeviceTaintRuleMaxPods,
 	}
 }
 
@@ -323,6 +338,10 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"With --eviction-rate: evictions that may start at once.")
 	fs.BoolVar(&o.EvictionRatePerNamespace, "eviction-rate-per-namespace", o.EvictionRatePerNamespace,
 		"With --eviction-rate: give each namespace a budget of its own (--eviction-rate and --eviction-burst each).")
+	fs.DurationVar(&o.EvictionRetryMaxBackoff, "eviction-retry-max-backoff", o.EvictionRetryMaxBackoff,
+		"The longest wait between the attempts of an eviction that keeps failing or that a disruption budget refuses (waits double from 1s). It is retried until the pod is gone or no longer has to go.")
+	fs.DurationVar(&o.ResyncPeriod, "resync-period", o.ResyncPeriod,
+		"How often the leader looks again, from its caches, at the pods on NoExecute-tainted nodes for any that must go and has no eviction scheduled.")
 
 	fs = fss.FlagSet(FlagsDeviceTaints)
 	fs.BoolVar(&o.DeviceTaints, "device-taints", o.DeviceTaints,
@@ -427,6 +446,12 @@ func (o Options) Validate() error {
 	}
 	if o.ShutdownGracePeriod < 0 {
 		bad("--shutdown-grace-period must not be negative, got %v", o.ShutdownGracePeriod)
+	}
+	if o.EvictionRetryMaxBackoff < time.Second {
+		bad("--eviction-retry-max-backoff must be at least 1s, got %v", o.EvictionRetryMaxBackoff)
+	}
+	if o.ResyncPeriod <= 0 {
+		bad("--resync-period must be positive, got %v", o.ResyncPeriod)
 	}
 	if o.EvictionFallbackAfter < 0 {
 		bad("--eviction-fallback-after must not be negative, got %v", o.EvictionFallbackAfter)

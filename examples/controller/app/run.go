@@ -23,6 +23,7 @@ import (
 	"github.com/taintkit/taintkit/examples/controller/metricsauth"
 	"github.com/taintkit/taintkit/examples/internal/kube"
 	"github.com/taintkit/taintkit/examples/internal/manager"
+	"github.com/taintkit/taintkit/timedqueue"
 )
 
 // Component is the controller's name: the source of its events and the
@@ -146,6 +147,12 @@ type controller struct {
 	pending  *EvictionsHandler // /debug/evictions
 }
 
+// readNode is the manager's read of a node from the API server, for a pod
+// its cached node may wrongly evict (manager.Config.ReadNode).
+func (c *controller) readNode(ctx context.Context, name string) (*v1.Node, error) {
+	return c.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
 // run is Run on given clientsets (fake ones in tests).
 func run(ctx context.Context, cs clients, o Options) error {
 	if err := o.Validate(); err != nil {
@@ -238,6 +245,8 @@ func (c *controller) runManager(ctx context.Context, lost <-chan struct{}) error
 		GetNode:    c.cluster.getNode,
 		GetPod:     c.cluster.getPod,
 		PodsOnNode: c.cluster.podsOnNode,
+		ListNodes:  c.cluster.listNodes,
+		ReadNode:   c.readNode,
 		Countdowns: c.cluster.countdowns,
 		Client: untilStopped{
 			client: &kube.PodClient{API: kube.ClientsetAPI(c.client), GetPod: cachedPod, BeforeDelete: c.o.BeforeDelete},
@@ -252,10 +261,16 @@ func (c *controller) runManager(ctx context.Context, lost <-chan struct{}) error
 		EvictionRate:             c.o.EvictionRate,
 		EvictionBurst:            c.o.EvictionBurst,
 		EvictionRatePerNamespace: c.o.EvictionRatePerNamespace,
-		DryRun:                   c.o.DryRun,
-		Metrics:                  c.metrics,
-		QueueMetrics:             c.metrics.Queue(),
-		DispatcherMetrics:        c.metrics.Dispatcher(),
+		EvictionRetry: timedqueue.RetryPolicy{
+			MaxAttempts:    timedqueue.UnlimitedAttempts,
+			InitialBackoff: time.Second,
+			MaxBackoff:     c.o.EvictionRetryMaxBackoff,
+		},
+		ResyncPeriod:      c.o.ResyncPeriod,
+		DryRun:            c.o.DryRun,
+		Metrics:           c.metrics,
+		QueueMetrics:      c.metrics.Queue(),
+		DispatcherMetrics: c.metrics.Dispatcher(),
 	}
 	devs := c.cluster.devices
 	if devs != nil {

@@ -3,6 +3,7 @@ package kube
 import (
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -48,6 +49,21 @@ const (
 	// a token of the eviction budget (when they start waiting; the
 	// histogram observes them when they get it).
 	MetricEvictionBudgetWaits = "taintkit_eviction_budget_waits_total"
+	// MetricEvictionsMissed counts the pods the resync found that had to go
+	// and had no eviction scheduled (an event missed, a give-up): it should
+	// stay at 0.
+	MetricEvictionsMissed = "taintkit_evictions_missed_total"
+	// MetricEvictionsFailing is a gauge: scheduled evictions whose attempts
+	// keep failing (refused by admission, throttled, the server failing);
+	// each is retried until the pod goes or no longer has to.
+	MetricEvictionsFailing = "taintkit_evictions_failing"
+	// MetricEvictionsFailingSince is a gauge: when the eviction failing
+	// longest started failing, in seconds since the Unix epoch; 0 if none
+	// is failing.
+	MetricEvictionsFailingSince = "taintkit_evictions_failing_since_timestamp_seconds"
+	// MetricNodeReads counts the nodes read from the API server before
+	// evicting a pod bound after its taint (the node cache may be behind).
+	MetricNodeReads = "taintkit_node_reads_total"
 	// MetricLeader is 1 while this replica's manager runs (it leads, or
 	// leader election is off), else 0.
 	MetricLeader = "taintkit_leader"
@@ -81,6 +97,7 @@ const (
 type ManagerStats interface {
 	Stats() manager.Stats
 	ScheduledEvictions() int
+	Failing() (n int, since time.Time)
 }
 
 // Metrics puts a taint manager's metrics on Prometheus: the manager's
@@ -101,6 +118,8 @@ type Metrics struct {
 	stats                               atomic.Pointer[ManagerStats]
 	evictionsDesc, evictionsPendingDesc *prometheus.Desc
 	budgetWaitsDesc                     *prometheus.Desc
+	missedDesc, failingDesc             *prometheus.Desc
+	failingSinceDesc, nodeReadsDesc     *prometheus.Desc
 }
 
 var _ manager.Metrics = (*Metrics)(nil)
@@ -153,6 +172,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			"Evictions of the taint manager by outcome.", []string{"outcome"}, nil),
 		evictionsPendingDesc: prometheus.NewDesc(MetricEvictionsPending,
 			"Evictions scheduled, running or waiting for a retry.", nil, nil),
+		missedDesc: prometheus.NewDesc(MetricEvictionsMissed,
+			"Pods the resync found that had to go and had no eviction scheduled.", nil, nil),
+		failingDesc: prometheus.NewDesc(MetricEvictionsFailing,
+			"Scheduled evictions whose attempts keep failing.", nil, nil),
+		failingSinceDesc: prometheus.NewDesc(MetricEvictionsFailingSince,
+			"When the eviction failing longest started failing (Unix seconds); 0 if none.", nil, nil),
+		nodeReadsDesc: prometheus.NewDesc(MetricNodeReads,
+			"Nodes read from the API server before evicting a pod bound after its taint.", nil, nil),
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{
@@ -211,13 +238,19 @@ func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.m.evictionsDesc
 	ch <- c.m.evictionsPendingDesc
 	ch <- c.m.budgetWaitsDesc
+	ch <- c.m.missedDesc
+	ch <- c.m.failingDesc
+	ch <- c.m.failingSinceDesc
+	ch <- c.m.nodeReadsDesc
 }
 
 func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	var st manager.Stats
-	var pending int
+	var pending, failing int
+	var failingSince time.Time
 	if s := c.m.stats.Load(); s != nil {
 		st, pending = (*s).Stats(), (*s).ScheduledEvictions()
+		failing, failingSince = (*s).Failing()
 	}
 	for _, o := range []struct {
 		outcome string
@@ -239,4 +272,12 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.m.evictionsPendingDesc, prometheus.GaugeValue, float64(pending))
 	ch <- prometheus.MustNewConstMetric(c.m.budgetWaitsDesc, prometheus.CounterValue, float64(st.BudgetWaits))
+	ch <- prometheus.MustNewConstMetric(c.m.missedDesc, prometheus.CounterValue, float64(st.ResyncFound))
+	ch <- prometheus.MustNewConstMetric(c.m.failingDesc, prometheus.GaugeValue, float64(failing))
+	since := 0.0
+	if !failingSince.IsZero() {
+		since = float64(failingSince.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(c.m.failingSinceDesc, prometheus.GaugeValue, since)
+	ch <- prometheus.MustNewConstMetric(c.m.nodeReadsDesc, prometheus.CounterValue, float64(st.NodeReads))
 }

@@ -22,12 +22,15 @@ import (
 )
 
 type fakeStats struct {
-	stats   manager.Stats
-	pending int
+	stats        manager.Stats
+	pending      int
+	failing      int
+	failingSince time.Time
 }
 
-func (f fakeStats) Stats() manager.Stats    { return f.stats }
-func (f fakeStats) ScheduledEvictions() int { return f.pending }
+func (f fakeStats) Stats() manager.Stats              { return f.stats }
+func (f fakeStats) ScheduledEvictions() int           { return f.pending }
+func (f fakeStats) Failing() (n int, since time.Time) { return f.failing, f.failingSince }
 
 func TestMetricsManagerCounters(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -43,9 +46,11 @@ func TestMetricsManagerCounters(t *testing.T) {
 	m.SetManager(fakeStats{
 		stats: manager.Stats{
 			Evicted: 7 + 8 + 9, Deleted: 7, EvictedByAPI: 8, FallbackDeleted: 9, Refused: 10, DryRun: 11, BudgetWaits: 12,
-			Gone: 1, Terminating: 2, Rescheduled: 3, Dropped: 4, Cancelled: 5, Failed: 6,
+			Gone: 1, Terminating: 2, Rescheduled: 3, Dropped: 4, Cancelled: 5, Failed: 6, ResyncFound: 13, NodeReads: 14,
 		},
-		pending: 42,
+		pending:      42,
+		failing:      2,
+		failingSince: time.Unix(1700000000, 500000000),
 	})
 	m.SetLeader(true)
 	// Evicted, the sum, is not an outcome of its own: each removal is
@@ -73,9 +78,22 @@ taintkit_eviction_budget_waits_total 12
 # HELP taintkit_leader 1 while this replica's manager runs (it holds the lease, or leader election is off), else 0.
 # TYPE taintkit_leader gauge
 taintkit_leader 1
+# HELP taintkit_evictions_missed_total Pods the resync found that had to go and had no eviction scheduled.
+# TYPE taintkit_evictions_missed_total counter
+taintkit_evictions_missed_total 13
+# HELP taintkit_evictions_failing Scheduled evictions whose attempts keep failing.
+# TYPE taintkit_evictions_failing gauge
+taintkit_evictions_failing 2
+# HELP taintkit_evictions_failing_since_timestamp_seconds When the eviction failing longest started failing (Unix seconds); 0 if none.
+# TYPE taintkit_evictions_failing_since_timestamp_seconds gauge
+taintkit_evictions_failing_since_timestamp_seconds 1.7000000005e+09
+# HELP taintkit_node_reads_total Nodes read from the API server before evicting a pod bound after its taint.
+# TYPE taintkit_node_reads_total counter
+taintkit_node_reads_total 14
 `
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(expected),
-		kube.MetricEvictions, kube.MetricEvictionsPending, kube.MetricEvictionBudgetWaits, kube.MetricLeader))
+		kube.MetricEvictions, kube.MetricEvictionsPending, kube.MetricEvictionBudgetWaits, kube.MetricLeader,
+		kube.MetricEvictionsMissed, kube.MetricEvictionsFailing, kube.MetricEvictionsFailingSince, kube.MetricNodeReads))
 }
 
 // The manager's delay and wait observations land in histograms in seconds.

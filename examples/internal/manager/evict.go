@@ -76,11 +76,11 @@ func (m *Manager) returned(key types.NamespacedName, err error) {
 		st, warn := m.status.failedAt(key, err, m.clock.Now(), m.failureEventInterval)
 		if warn {
 			m.log.Error(err, "Eviction keeps failing", "pod", key, "since", st.failingSince, "attempts", st.failures)
-			verb := "Deleting"
+			verb := "delete"
 			if m.cfg.UseEvictionAPI {
-				verb = "Evicting"
+				verb = "evict"
 			}
-			m.event(key, "", m.byDevice.has(key), v1.EventTypeWarning, "%s Pod %s keeps failing since %s (%d attempts): %v",
+			m.event(key, "", m.byDevice.has(key), v1.EventTypeWarning, "Failing to %s Pod %s since %s (%d attempts), retrying: %v",
 				verb, key, st.failingSince.UTC().Format(time.RFC3339), st.failures, err)
 		}
 	}
@@ -365,8 +365,17 @@ func (m *Manager) evictionRetried(w timedqueue.TimedWorker[types.NamespacedName]
 }
 
 // evictionFailed is the eviction queue's failure hook: the retries of an
-// eviction ran out. The pod stays until its next update decides again.
+// eviction ran out (a finite EvictionRetry.MaxAttempts), or it failed with
+// a Permanent error. The pod stays until its next update or the next
+// resync decides again.
 func (m *Manager) evictionFailed(w timedqueue.TimedWorker[types.NamespacedName], err error) {
+	if m.stopping.Load() {
+		// Cut short by Run's end (the queue does not retry while it shuts
+		// down): the next leader decides the pod afresh.
+		m.log.V(2).Info("Eviction stopped with the manager", "pod", w.Key, "attempts", w.Attempts, "err", err)
+		m.status.forget(w.Key)
+		return
+	}
 	m.stats.failed.Add(1)
 	st := m.status.get(w.Key)
 	m.status.forget(w.Key)

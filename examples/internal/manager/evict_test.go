@@ -72,7 +72,7 @@ func TestEvictionRefusedForGoodIsBoundedAndSaysSo(t *testing.T) {
 		}
 		assert.Len(t, marking, 1, "one Marking for deletion per decision, not per attempt")
 		require.Len(t, warnings, 2, "a Warning at the second failure, then at most every 5 minutes: %q", warnings)
-		assert.Contains(t, warnings[0], "keeps failing")
+		assert.Contains(t, warnings[0], "Failing to delete Pod default/held since 2025-01-01T00:00:00Z (2 attempts), retrying")
 		assert.Contains(t, warnings[0], "injected failure")
 
 		pending := e.manager().Pending()

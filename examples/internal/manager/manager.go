@@ -98,6 +98,9 @@ type Manager struct {
 	// failureEventInterval is Config.FailureEventInterval or its default.
 	failureEventInterval time.Duration
 	started              atomic.Bool
+	// stopping is set once Run stops the eviction queue: an attempt that
+	// fails then, its ctx cancelled, was cut short, not given up.
+	stopping atomic.Bool
 }
 
 // New returns a Manager for cfg, or an error naming the first invalid field.
@@ -212,6 +215,7 @@ func (m *Manager) Run(ctx context.Context) {
 	m.dispatcher.Run(ctx)
 	<-resynced // it adds to the dispatcher, which has stopped: nothing is lost
 	// The dispatcher has stopped, so nothing schedules evictions any more.
+	m.stopping.Store(true)
 	if err := m.evictions.Shutdown(context.WithoutCancel(ctx)); err != nil {
 		m.log.Error(err, "Shutting down the eviction queue")
 	}
