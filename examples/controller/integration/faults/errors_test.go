@@ -24,14 +24,15 @@ import (
 // exactly one deletionTimestamp (the oracle: a write repeated only after a
 // refusal or a lost answer); an applied write whose answer was lost is
 // seen as done (the retry finds the pod terminating or gone), not retried
-// into a loop; a pod whose attempts run out is reported — a Warning event,
-// taintkit_evictions_total{outcome="failed"}, "failed": true on
-// /debug/evictions — and only then excused; deadlines during the slowness
-// are met by deadline + 2 s + 2 × 1 s (an eviction is two requests), and
-// those while writes failed by the errors' end + 10 s: not the 5 s of the
-// other faults, as the retry policy waits up to 8 s before the last try.
-// One pod's writes all fail, so that a pod given up is seen every run, and
-// another's first DELETE is applied with its answer lost.
+// into a loop; an eviction that keeps failing is never given up, and says
+// so while it fails — a Warning event, taintkit_evictions_failing,
+// "failingSince" on /debug/evictions — and goes once the errors end;
+// deadlines during the slowness are met by deadline + 2 s + 2 × 1 s (an
+// eviction is two requests), and those while writes failed by the errors'
+// end + the retry policy's longest wait (--eviction-retry-max-backoff) +
+// 2 × 1 s. One pod's writes all fail while writes fail at all, so that an
+// eviction failing throughout is seen every run, and another's first DELETE
+// is applied with its answer lost.
 func TestErrorsAndSlowness(t *testing.T) {
 	t.Parallel()
 	const (
@@ -41,7 +42,7 @@ func TestErrorsAndSlowness(t *testing.T) {
 		phase               = 30 * time.Second
 		failRate            = 0.3
 		latency             = time.Second
-		errorsBound         = 8*time.Second + 2*latency // after the errors end: see below
+		errorsBound         = app.DefaultEvictionRetryMaxBackoff + 2*latency // after the errors end: see below
 	)
 	cl := newCluster(t, 4*time.Minute)
 	proxy := cl.newHTTPProxy(seed)
@@ -49,8 +50,8 @@ func TestErrorsAndSlowness(t *testing.T) {
 	cl.waitHolder(func(h string) bool { return h == r.Identity() })
 
 	created, added := cl.countdowns("errors", pods, 5*time.Second, 2*time.Second)
-	// Every write to this pod fails: its 5 attempts, 1 + 2 + 4 + 8 s apart,
-	// all fall in the 30 s of errors, and it is given up.
+	// Every write to this pod fails while writes fail at all: its attempts,
+	// 1, 2, 4, 8 and 16 s apart, fail throughout the 30 s of errors.
 	doomed := created[0]
 	proxy.doom(doomed.Name)
 	// And this pod's first DELETE is applied, its answer lost. A finalizer
@@ -65,6 +66,22 @@ func TestErrorsAndSlowness(t *testing.T) {
 	errStart := time.Now()
 	proxy.set(failRate, 0)
 	cl.sleepUntil(errStart.Add(phase))
+	// The doomed pod's eviction has failed throughout: it is shown failing,
+	// not given up.
+	list, err := r.debugEvictions(cl.ctx)
+	require.NoError(t, err)
+	i := slices.IndexFunc(list, func(e app.PendingEvictionJSON) bool { return e.UID == doomed.UID })
+	require.GreaterOrEqual(t, i, 0, "the doomed pod's eviction is not on /debug/evictions")
+	assert.NotEmpty(t, list[i].FailingSince, "the doomed pod's eviction is not shown failing: %+v", list[i])
+	assert.False(t, list[i].Failed, "the doomed pod's eviction was given up: %+v", list[i])
+	assert.GreaterOrEqual(t, r.metric(kube.MetricEvictionsFailing, nil), 1.0, kube.MetricEvictionsFailing)
+	ctx, cancel := context.WithTimeout(cl.ctx, 10*time.Second)
+	ev, err := cl.waitEvent(ctx, doomed.UID, "Failing to delete Pod")
+	cancel()
+	if assert.NoError(t, err, "no Failing to delete event for the doomed pod") {
+		assert.Equal(t, corev1.EventTypeWarning, ev.Type)
+		t.Logf("MEASURED the doomed pod failing since %s after %d attempts; event %q", list[i].FailingSince, list[i].Attempts, ev.Message)
+	}
 	_, err = cl.c.CoreV1().Pods(cl.ns).Patch(cl.ctx, held.Name, types.MergePatchType,
 		[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
@@ -73,9 +90,10 @@ func TestErrorsAndSlowness(t *testing.T) {
 	cl.sleepUntil(slowStart.Add(phase))
 	proxy.set(0, 0)
 	slowEnd := time.Now()
-	// A pod whose writes failed retries after 1, 2, 4 and 8 s (the default
-	// retry policy): its last retry may come 8 s after the errors end, and
-	// then its two requests take the 1 s of slowness each.
+	// A pod whose writes failed retries after 1, 2, 4, 8, 16 and then every
+	// 30 s (the default retry policy): its next retry may come 30 s after
+	// the errors end, and then its two requests take the 1 s of slowness
+	// each.
 	errors := oracle.FaultWindow{Name: "30 % of pod writes failed", Start: errStart, End: slowStart, After: errorsBound}
 	cl.oracle.FaultWithin(errors.Name, errors.Start, errors.End, errors.After)
 	cl.oracle.Slow("1 s on every request", slowStart, slowEnd, 2*latency)
@@ -87,32 +105,14 @@ func TestErrorsAndSlowness(t *testing.T) {
 	require.NotZero(t, injected["applied, answer dropped"], "no answer was dropped: the test did not test it")
 
 	last := slices.MaxFunc(created, func(x, y *corev1.Pod) int { return deadlineOf(x, added).Compare(deadlineOf(y, added)) })
-	left := cl.waitGoneBy(created, deadlineOf(last, added).Add(15*time.Second))
-	// A pod left must be one the controller said it gave up on.
-	assert.Contains(t, left, doomed, "the doomed pod went")
-	if len(left) > 0 {
-		list, err := r.debugEvictions(cl.ctx)
-		require.NoError(t, err)
-		for _, p := range left {
-			i := slices.IndexFunc(list, func(e app.PendingEvictionJSON) bool { return e.UID == p.UID })
-			if !assert.GreaterOrEqual(t, i, 0, "%s is still there and not on /debug/evictions", p.Name) {
-				continue
-			}
-			if !assert.True(t, list[i].Failed, "%s is still there, and /debug/evictions does not say it was given up: %+v", p.Name, list[i]) {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(cl.ctx, 10*time.Second)
-			ev, err := cl.waitEvent(ctx, p.UID, "Gave up deleting Pod")
-			cancel()
-			if assert.NoError(t, err, "no Gave up event for %s", p.Name) {
-				assert.Equal(t, corev1.EventTypeWarning, ev.Type)
-				t.Logf("MEASURED %s given up after %d attempts (%s); event %q", p.Name, list[i].Attempts, list[i].LastError, ev.Message)
-			}
-			cl.oracle.Excuse(p.UID)
-		}
+	until := deadlineOf(last, added)
+	if until.Before(slowStart) {
+		until = slowStart
 	}
-	assert.Equal(t, float64(len(left)), r.metric(kube.MetricEvictions, map[string]string{"outcome": "failed"}),
-		`taintkit_evictions_total{outcome="failed"}: one per pod left`)
+	left := cl.waitGoneBy(created, until.Add(errorsBound+15*time.Second))
+	assert.Empty(t, left, "pods left: an eviction was given up")
+	assert.Zero(t, r.metric(kube.MetricEvictions, map[string]string{"outcome": "failed"}), `taintkit_evictions_total{outcome="failed"}`)
+	assert.Zero(t, r.metric(kube.MetricEvictionsFailing, nil), "evictions still failing once every pod went")
 
 	rep, err := cl.oracle.Check()
 	require.NoError(t, err)
@@ -132,6 +132,6 @@ func TestErrorsAndSlowness(t *testing.T) {
 	}
 	t.Logf("MEASURED deletes applied with their answers lost: %d, repeated after: %v", len(rep.AfterLost), rep.AfterLost)
 	assert.NotEmpty(t, rep.AfterLost, "no delete's answer was lost: the test did not test it")
-	assert.Len(t, rep.Evictions, pods-len(left), "pods removed by the controller")
+	assert.Len(t, rep.Evictions, pods, "pods removed by the controller")
 	assert.Empty(t, r.Exits(), "the replica exited")
 }

@@ -8,13 +8,16 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/taintkit/taintkit/examples/controller/app"
 	"github.com/taintkit/taintkit/examples/controller/internal/oracle"
 	"github.com/taintkit/taintkit/examples/controller/internal/testenv"
 )
@@ -23,6 +26,7 @@ import (
 const (
 	faultLeaderKill = "leader SIGKILL"
 	faultAPIServer  = "API server restart"
+	faultAdmission  = "admission refuses deletions"
 )
 
 // plannedFault is a fault the schedule holds, at an offset from the soak's
@@ -328,4 +332,87 @@ func (in *injector) restartAPIServer(ctx context.Context) (faultRecord, error) {
 	rec.detail = fmt.Sprintf("(away %v, serving the controller again after %v)", away, rec.down.Round(time.Millisecond))
 	in.oracle.Fault(fmt.Sprintf("%s %s", faultAPIServer, rec.at.Format("15:04:05")), rec.at, leading)
 	return rec, nil
+}
+
+// admissionHold is how long the admission fault refuses deletions.
+const admissionHold = 45 * time.Second
+
+// refuseDeletions is the admission fault: at begin+at, for admissionHold, a
+// ValidatingAdmissionPolicy refuses (403) the controller's deletes and
+// evictions of the namespace's pods whose names end in a digit chosen at
+// random (a tenth of them): a policy being rolled out, a webhook that is
+// down. The churn's own writes are not refused. Every eviction refused must
+// go through at its next retry after the policy goes, within the retry
+// policy's longest wait.
+func (in *injector) refuseDeletions(ctx context.Context, begin time.Time, at time.Duration, logf func(string, ...any)) (faultRecord, bool) {
+	select {
+	case <-ctx.Done():
+		return faultRecord{}, false
+	case <-time.After(time.Until(begin.Add(at))):
+	}
+	digit := in.rng.IntN(10)
+	name := in.ns + "-refuse-deletions"
+	rec := faultRecord{kind: faultAdmission, at: time.Now(), detail: fmt.Sprintf("(pods ending in %d, for %v)", digit, admissionHold)}
+	policies := in.c.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	bindings := in.c.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	_, err := policies.Create(ctx, &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Delete, admissionv1.Create},
+					Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods", "pods/eviction"}},
+				},
+			}}},
+			Validations: []admissionv1.Validation{{
+				Expression: fmt.Sprintf("!(request.userInfo.username == 'system:serviceaccount:kube-system:taintkit-noexecute' && "+
+					"(request.operation == 'DELETE' || request.subResource == 'eviction') && has(request.name) && request.name.endsWith('%d'))", digit),
+				Reason:  ptr.To(metav1.StatusReasonForbidden),
+				Message: "held by the soak's admission fault",
+			}},
+		},
+	}, metav1.CreateOptions{})
+	if err == nil {
+		_, err = bindings.Create(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName:        name,
+				ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+				MatchResources: &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+					MatchLabels: map[string]string{"kubernetes.io/metadata.name": in.ns},
+				}},
+			},
+		}, metav1.CreateOptions{})
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(admissionHold):
+	}
+	// Removed even if ctx has ended, and even if an API server restart
+	// made a create fail: the soak's end must not meet the policy.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	for _, del := range []func() error{
+		func() error { return bindings.Delete(rctx, name, metav1.DeleteOptions{}) },
+		func() error { return policies.Delete(rctx, name, metav1.DeleteOptions{}) },
+	} {
+		for {
+			derr := del()
+			if derr == nil || apierrors.IsNotFound(derr) || rctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Second) // the API server may be restarting
+		}
+	}
+	// The server's caches of policies follow the deletes within a second or
+	// two; the retry policy's longest wait follows that.
+	end := time.Now().Add(2 * time.Second)
+	rec.recovered = end.Sub(rec.at)
+	if err != nil {
+		rec.detail = "failed: " + err.Error()
+	}
+	in.oracle.FaultWithin(fmt.Sprintf("%s %s", faultAdmission, rec.at.Format("15:04:05")), rec.at, end, app.DefaultEvictionRetryMaxBackoff+5*time.Second)
+	logf("fault: %s at %v %s", faultAdmission, rec.at.Sub(begin).Round(time.Second), rec.detail)
+	return rec, true
 }

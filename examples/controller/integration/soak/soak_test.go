@@ -303,10 +303,17 @@ func TestSoak(t *testing.T) {
 	in := &injector{env: env, c: c, sa: sa, ns: ns, oracle: o, killable: killable, survivor: survivor, rng: frng,
 		last: begin.Add(cfg.duration - 30*time.Second)}
 	var faults []faultRecord
+	var refusal faultRecord
+	var refused bool
 	wg.Go(func() { faults = in.run(runCtx, begin, plan, t.Logf) })
+	wg.Go(func() { refusal, refused = in.refuseDeletions(runCtx, begin, cfg.duration*2/5, t.Logf) })
 	smp := &sampler{pid: survivorPid, addr: survivor.MetricsAddr, token: scrapeToken, newToken: token, begin: begin, world: w, logf: t.Logf}
 	wg.Go(func() { smp.run(runCtx) })
 	wg.Wait()
+	if refused {
+		faults = append(faults, refusal)
+		slices.SortFunc(faults, func(a, b faultRecord) int { return a.at.Compare(b.at) })
+	}
 	t.Logf("soak: churn and faults stopped after %v; draining %v", time.Since(begin).Round(time.Second), drain)
 	time.Sleep(drain)
 	// The record ends before the replicas stop: a pod falling due while
@@ -358,8 +365,8 @@ func TestSoak(t *testing.T) {
 			kinds[f.kind]++
 		}
 	}
-	if kinds[faultLeaderKill] == 0 && cfg.replicas > 1 || kinds[faultAPIServer] == 0 {
-		t.Errorf("faults injected: %v; want at least one leader kill and one API server restart", kinds)
+	if kinds[faultLeaderKill] == 0 && cfg.replicas > 1 || kinds[faultAPIServer] == 0 || kinds[faultAdmission] == 0 {
+		t.Errorf("faults injected: %v; want at least one leader kill, one API server restart and one admission refusal", kinds)
 	}
 	if n := survivor.Runs(); n != 1 {
 		t.Errorf("the survivor was started %d times (exits %v): the leak samples are not of one process", n, survivor.Exits())
