@@ -80,7 +80,7 @@ func (m *Manager) returned(key types.NamespacedName, err error) {
 			if m.cfg.UseEvictionAPI {
 				verb = "evict"
 			}
-			m.event(key, "", m.byDevice.has(key), v1.EventTypeWarning, "Failing to %s Pod %s since %s (%d attempts), retrying: %v",
+			m.event(key, st.uid, m.byDevice.has(key), v1.EventTypeWarning, "Failing to %s Pod %s since %s (%d attempts), retrying: %v",
 				verb, key, st.failingSince.UTC().Format(time.RFC3339), st.failures, err)
 		}
 	}

@@ -31,9 +31,11 @@ type evictionStatus struct {
 	failingSince time.Time
 	warnedAt     time.Time
 	// marked is the uidHash of the pod whose "Marking for deletion" event
-	// was recorded, for the deadline markedFor: one event per decision.
+	// was recorded, for the deadline markedFor: one event per decision;
+	// uid is that pod's UID, for the events that follow.
 	marked    uint64
 	markedFor time.Time
+	uid       types.UID
 }
 
 // statuses holds the evictionStatus of each eviction that has one, and the
@@ -137,7 +139,7 @@ func (s *statuses) markOnce(key types.NamespacedName, uid types.UID, deadline ti
 	if st.marked == u && st.markedFor.Equal(deadline) {
 		return false
 	}
-	st.marked, st.markedFor = u, deadline
+	st.marked, st.markedFor, st.uid = u, deadline, uid
 	s.byKey[key] = st
 	s.byKeyPeak = max(s.byKeyPeak, len(s.byKey))
 	return true
