@@ -411,6 +411,18 @@ func (in *injector) refuseDeletions(ctx context.Context, begin time.Time, at tim
 	rec.recovered = end.Sub(rec.at)
 	if err != nil {
 		rec.detail = "failed: " + err.Error()
+	} else if reqs, aerr := oracle.ReadAudit(in.env.AuditLogPath()); aerr == nil {
+		refused := 0
+		for _, r := range reqs {
+			if r.Identity != "" && r.Code == 403 && (r.Kind == oracle.PodDelete || r.Kind == oracle.PodEvict) &&
+				!r.Received.Before(rec.at) && r.Received.Before(end) {
+				refused++
+			}
+		}
+		rec.detail = fmt.Sprintf("(pods ending in %d, for %v: %d deletions refused)", digit, admissionHold, refused)
+		if refused == 0 {
+			rec.detail = "failed: no deletion was refused: the fault did not exercise the controller"
+		}
 	}
 	in.oracle.FaultWithin(fmt.Sprintf("%s %s", faultAdmission, rec.at.Format("15:04:05")), rec.at, end, app.DefaultEvictionRetryMaxBackoff+5*time.Second)
 	logf("fault: %s at %v %s", faultAdmission, rec.at.Sub(begin).Round(time.Second), rec.detail)
