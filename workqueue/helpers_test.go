@@ -21,14 +21,14 @@ var constructors = []struct {
 	{"controller-runtime", workqueue.NewPriority[string]},
 }
 
-// newQueue returns a queue of make on a FakeClock at t0, shut down (if not
+// newQueue returns a queue of newQ on a FakeClock at t0, shut down (if not
 // already) when the test ends: inside synctest.Test that is the leak check
 // of its goroutine.
-func newQueue(t *testing.T, make func(workqueue.Config[string]) *workqueue.Queue[string]) (*workqueue.Queue[string], *testingclock.FakeClock) {
+func newQueue(t *testing.T, newQ func(workqueue.Config[string]) *workqueue.Queue[string]) (*workqueue.Queue[string], *testingclock.FakeClock) {
 	t.Helper()
 	cfg := configAt(t0)
 	clk := cfg.Clock.(*testingclock.FakeClock)
-	q := make(cfg)
+	q := newQ(cfg)
 	t.Cleanup(func() {
 		if !q.ShuttingDown() {
 			q.ShutDown()

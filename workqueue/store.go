@@ -104,7 +104,9 @@ func (s *store[T]) makeWaiting(i int32, at sched.Moment) {
 // unqueue makes entry i queued for nothing; its node, if any, goes stale.
 func (s *store[T]) unqueue(i int32) {
 	e := s.at(i)
-	switch e.queued {
+	was := e.queued
+	e.queued = queuedNone // its node is stale from here
+	switch was {
 	case queuedWaiting:
 		s.waiting--
 		s.dropStaleIfMany()
@@ -116,7 +118,6 @@ func (s *store[T]) unqueue(i int32) {
 			s.leave(e.prio)
 		}
 	}
-	e.queued = queuedNone
 }
 
 // raise gives queued entry i the higher priority prio: a ready entry goes
