@@ -113,7 +113,7 @@ func (s *store[T]) checkLanes() error {
 			if s.liveReady(n) {
 				live++
 				nodes[n.slot]++
-				if s.at(n.slot).prio != l.prio {
+				if s.priority(s.at(n.slot)) != l.prio {
 					live = -1 << 30
 				}
 			}

@@ -2,6 +2,7 @@ package workqueue_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -173,5 +174,25 @@ func TestManyPriorities(t *testing.T) {
 				last = p
 			}
 		}
+	})
+}
+
+// Priorities beyond an int32 are kept exactly and in order.
+func TestPrioritiesOfEveryInt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q, _ := newQueue(t, constructors[1].new)
+		all := []int{math.MinInt, math.MinInt32, -1, 0, math.MaxInt32, math.MaxInt32 + 1, math.MaxInt}
+		for i, p := range all {
+			q.AddWithOpts(workqueue.AddOpts{Priority: prio(p)}, fmt.Sprint(i))
+		}
+		q.AddWithOpts(workqueue.AddOpts{Priority: prio(math.MaxInt)}, "0") // raised to the top
+		var got []int
+		for range all {
+			item, p := getP(t, q)
+			got = append(got, p)
+			q.Done(item)
+		}
+		assert.Equal(t, []int{math.MaxInt, math.MaxInt, math.MaxInt32 + 1, math.MaxInt32, 0, -1, math.MinInt32}, got)
+		require.NoError(t, workqueue.CheckInvariants(q))
 	})
 }

@@ -184,13 +184,12 @@ func (q *Queue[T]) addLocked(item T, after time.Duration, priority *int, now sch
 	}
 	if i < 0 {
 		i = s.insert(item, pos, tag)
-		s.at(i).prio = prio
 	}
 	e := s.at(i)
 	switch {
 	case e.queued == queuedNone:
-		e.prio = prio // a new request for an item being processed
-	case prio > e.prio:
+		s.setPriority(e, prio) // a new item, or a new request for one being processed
+	case prio > s.priority(e):
 		s.raise(i, prio)
 	}
 	if after <= 0 {
@@ -347,7 +346,7 @@ func (q *Queue[T]) GetWithPriority() (item T, priority int, shutdown bool) {
 			if q.m.on && q.processing == 1 {
 				q.rearmLocked(&d) // for the unfinished-work metrics
 			}
-			item, priority = e.key, e.prio
+			item, priority = e.key, q.s.priority(e)
 			q.mu.Unlock()
 			q.m.apply(&d)
 			return item, priority, false

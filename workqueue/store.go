@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"hash/maphash"
+	"math"
 	"slices"
 
 	"github.com/taintkit/taintkit/internal/sched"
@@ -14,16 +15,20 @@ const (
 	queuedReady                // ready: one live node in its lane, or held until Done if processing
 )
 
-// entry is one item of the queue, stored by value in the slab: 48 bytes for
+// entry is one item of the queue, stored by value in the slab: 40 bytes for
 // a string key. An item has an entry while it is queued or processed.
 type entry[T comparable] struct {
 	key        T
 	at         sched.Moment // waiting: its time; ready: when it became ready
 	gen        uint32       // given anew at each queuing: its live node's
-	prio       int
+	prio       int32        // the priority, or bigPriority: then it is in store.bigPriorities
 	queued     uint8
 	processing bool // handed out by Get and not Done
 }
+
+// bigPriority marks an entry whose priority does not fit in an int32: 8
+// bytes an entry for what no controller sets.
+const bigPriority = math.MinInt32
 
 // store holds the items: entries in a slab, an index from key to slot, a
 // heap of the waiting ones and lanes of the ready ones, guarded by the
@@ -39,6 +44,8 @@ type store[T comparable] struct {
 	ready   int   // entries ready, held ones included
 	held    int   // entries ready while processing: queued in no lane until Done
 	gen     uint32
+
+	bigPriorities map[T]int // the entries' priorities that do not fit in an int32
 }
 
 func newStore[T comparable]() store[T] { return store[T]{seed: maphash.MakeSeed()} }
@@ -69,7 +76,39 @@ func (s *store[T]) insert(key T, pos, tag uint32) int32 {
 // position pos. The caller calls shrink once it holds no slot number.
 func (s *store[T]) release(i int32, pos uint32) {
 	s.index.Delete(pos)
+	if e := s.at(i); e.prio == bigPriority {
+		s.forgetBigPriority(e.key)
+	}
 	s.slab.Free(i)
+}
+
+// priority returns e's priority.
+func (s *store[T]) priority(e *entry[T]) int {
+	if e.prio != bigPriority {
+		return int(e.prio)
+	}
+	return s.bigPriorities[e.key]
+}
+
+// setPriority sets e's priority to p.
+func (s *store[T]) setPriority(e *entry[T], p int) {
+	if e.prio == bigPriority {
+		s.forgetBigPriority(e.key)
+	}
+	if p32 := int32(p); int(p32) == p && p32 != bigPriority {
+		e.prio = p32
+		return
+	}
+	if s.bigPriorities == nil {
+		s.bigPriorities = make(map[T]int)
+	}
+	e.prio, s.bigPriorities[e.key] = bigPriority, p
+}
+
+func (s *store[T]) forgetBigPriority(key T) {
+	if delete(s.bigPriorities, key); len(s.bigPriorities) == 0 {
+		s.bigPriorities = nil // a Go map never shrinks
+	}
 }
 
 func (s *store[T]) nextGen() uint32 {
@@ -115,7 +154,7 @@ func (s *store[T]) unqueue(i int32) {
 		if e.processing {
 			s.held--
 		} else {
-			s.leave(e.prio)
+			s.leave(s.priority(e))
 		}
 	}
 }
@@ -125,13 +164,14 @@ func (s *store[T]) unqueue(i int32) {
 func (s *store[T]) raise(i int32, prio int) {
 	e := s.at(i)
 	if e.queued != queuedReady {
-		e.prio = prio
+		s.setPriority(e, prio)
 		return
 	}
 	if !e.processing {
-		s.leave(e.prio)
+		s.leave(s.priority(e))
 	}
-	e.prio, e.gen = prio, s.nextGen()
+	s.setPriority(e, prio)
+	e.gen = s.nextGen()
 	if !e.processing {
 		s.enqueue(i)
 	}
@@ -140,7 +180,7 @@ func (s *store[T]) raise(i int32, prio int) {
 // enqueue puts ready entry i, not processing, in its lane.
 func (s *store[T]) enqueue(i int32) {
 	e := s.at(i)
-	s.lanes.get(e.prio).push(readyNode{slot: i, gen: e.gen})
+	s.lanes.get(s.priority(e)).push(readyNode{slot: i, gen: e.gen})
 }
 
 // liveReady reports whether n is the live node of a ready entry not processing.
@@ -202,32 +242,30 @@ func (s *store[T]) dropAll(ready bool) int {
 const minShrink = 256
 
 // shrink gives memory back once at most a quarter of the slab's slots hold
-// an entry: it copies them, in order, to a slab of their size and rebuilds
-// the index, the heap and the lanes: O(n) after 3n/4 releases, with no
-// shrink-grow cycle. Slot numbers change: the caller holds none across it.
+// an entry: it copies them, in order, to a slab of their size and renumbers
+// the index, the heap and the lanes, dropping their stale nodes: O(n) after
+// 3n/4 releases, with no shrink-grow cycle and no key hashed. Slot numbers
+// change: the caller holds none across it.
 func (s *store[T]) shrink() {
 	used := s.slab.Len()
 	if used <= minShrink || s.index.Len()*4 > used {
 		return
 	}
 	old := s.slab
-	moved := make([]int32, used) // old slot → new slot
+	moved := make([]int32, used) // old slot → new slot, or -1
 	s.slab = sched.Slab[entry[T]]{}
-	s.index.Reset(s.index.Len())
-	heap := make(sched.Heap, 0, s.waiting)
 	for j := range int32(used) {
-		e := old.At(j)
-		if e.queued == queuedNone && !e.processing {
-			moved[j] = -1 // free
-			continue
+		moved[j] = -1
+		if e := old.At(j); e.queued != queuedNone || e.processing {
+			moved[j] = s.slab.Alloc()
+			*s.at(moved[j]) = *e
 		}
-		i := s.slab.Alloc()
-		*s.at(i) = *e
-		moved[j] = i
-		_, pos, tag := s.find(e.key)
-		s.index.Insert(pos, tag, i)
-		if e.queued == queuedWaiting {
-			heap = append(heap, sched.Node{At: e.at, Slot: i, Gen: e.gen})
+	}
+	s.index.Renumber(moved)
+	heap := make(sched.Heap, 0, s.waiting)
+	for _, n := range s.heap {
+		if n.Slot = moved[n.Slot]; n.Slot >= 0 && s.liveWaiting(n) {
+			heap = append(heap, n)
 		}
 	}
 	s.heap = heap

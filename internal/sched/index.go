@@ -106,11 +106,28 @@ func (x *Index) resize(size int) {
 // Reset empties the table and sizes it for n keys, at most 3/8 full.
 func (x *Index) Reset(n int) {
 	x.slots, x.n = nil, 0
+	x.resize(sizeFor(n))
+}
+
+// sizeFor returns the table size for n keys, at most 3/8 full.
+func sizeFor(n int) int {
 	size := 0
 	for size*3 < n*8 {
 		size = max(indexMinSize, 2*size)
 	}
-	x.resize(size)
+	return size
+}
+
+// Renumber makes every slot j the table holds moved[j], as after the slab's
+// entries moved, and sizes the table for its keys as Reset does: O(n), with
+// no key hashed or read.
+func (x *Index) Renumber(moved []int32) {
+	for p, s := range x.slots {
+		if s != 0 {
+			x.slots[p] = s&^(1<<32-1) | uint64(uint32(moved[uint32(s)-1])+1)
+		}
+	}
+	x.resize(sizeFor(x.n))
 }
 
 // Delete removes the key at pos, where a Lookup found it. Later keys of the

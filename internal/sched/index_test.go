@@ -157,3 +157,38 @@ func TestIndexBackwardShiftWraps(t *testing.T) {
 		}
 	}
 }
+
+func TestIndexRenumber(t *testing.T) {
+	k := keyed[int]{seed: maphash.MakeSeed()}
+	for key := range 1000 {
+		_, pos, tag := k.find(key)
+		i := k.slab.Alloc()
+		*k.slab.At(i) = key
+		k.x.Insert(pos, tag, i)
+	}
+	// Keep every 10th key, moved to a dense slab.
+	var dense Slab[int]
+	moved := make([]int32, k.slab.Len())
+	for key := range 1000 {
+		i, pos, _ := k.find(key)
+		if key%10 != 0 {
+			k.x.Delete(pos)
+			continue
+		}
+		moved[i] = dense.Alloc()
+		*dense.At(moved[i]) = key
+	}
+	size := k.x.Size()
+	k.x.Renumber(moved)
+	k.slab = dense
+	require.NoError(t, k.x.check())
+	assert.Less(t, k.x.Size(), size, "sized for what is left")
+	for key := range 1000 {
+		i, _, _ := k.find(key)
+		if key%10 == 0 {
+			assert.Equal(t, key, *k.slab.At(i))
+		} else {
+			assert.Equal(t, int32(-1), i)
+		}
+	}
+}
