@@ -7,6 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/taintkit/taintkit/workqueue"
 )
 
 // The delaying semantics both interfaces document: AddAfter's item is
@@ -14,128 +17,98 @@ import (
 // waiting item makes it ready now (one item, not two).
 
 func TestAddAfterNeverBeforeItsTime(t *testing.T) {
-	for _, c := range constructors {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				q, clk := newQueue(t, c.new)
-				q.AddAfter("a", 10*time.Second)
-				got := getAsync(q)
-				clk.Step(10*time.Second - time.Nanosecond)
-				synctest.Wait()
-				assert.True(t, pending(got), "ready before its time")
-				assert.Zero(t, q.Len(), "a waiting item is not counted")
-				clk.Step(time.Nanosecond)
-				synctest.Wait()
-				assert.Equal(t, "a", <-got)
-			})
-		})
-	}
+	eachQueue(t, func(t *testing.T, q *workqueue.Queue[string], clk *testingclock.FakeClock) {
+		q.AddAfter("a", 10*time.Second)
+		got := getAsync(q)
+		clk.Step(10*time.Second - time.Nanosecond)
+		synctest.Wait()
+		assert.True(t, pending(got), "ready before its time")
+		assert.Zero(t, q.Len(), "a waiting item is not counted")
+		clk.Step(time.Nanosecond)
+		synctest.Wait()
+		assert.Equal(t, "a", <-got)
+	})
 }
 
 func TestAddAfterInOrderOfTime(t *testing.T) {
-	for _, c := range constructors {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				q, clk := newQueue(t, c.new)
-				q.AddAfter("c", 3*time.Second)
-				q.AddAfter("a", time.Second)
-				q.AddAfter("b", 2*time.Second)
-				q.AddAfter("b2", 2*time.Second) // same time: in the order added
-				clk.Step(5 * time.Second)
-				synctest.Wait()
-				assert.Equal(t, []string{"a", "b", "b2", "c"}, drain(t, q))
-			})
-		})
-	}
+	eachQueue(t, func(t *testing.T, q *workqueue.Queue[string], clk *testingclock.FakeClock) {
+		q.AddAfter("c", 3*time.Second)
+		q.AddAfter("a", time.Second)
+		q.AddAfter("b", 2*time.Second)
+		q.AddAfter("b2", 2*time.Second) // same time: in the order added
+		clk.Step(5 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, []string{"a", "b", "b2", "c"}, drain(t, q))
+	})
 }
 
 func TestAddAfterEarlierWins(t *testing.T) {
-	for _, c := range constructors {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				q, clk := newQueue(t, c.new)
-				q.AddAfter("a", time.Hour)
-				q.AddAfter("a", time.Second)
-				q.AddAfter("a", time.Minute) // later: ignored
-				at, ok := q.Due("a")
-				require.True(t, ok)
-				assert.True(t, at.Equal(t0.Add(time.Second)), "due %v", at)
-				clk.Step(time.Second)
-				synctest.Wait()
-				assert.Equal(t, []string{"a"}, drain(t, q))
-				clk.Step(2 * time.Hour)
-				synctest.Wait()
-				assert.Zero(t, q.Len(), "one item, handed out once")
-			})
-		})
-	}
+	eachQueue(t, func(t *testing.T, q *workqueue.Queue[string], clk *testingclock.FakeClock) {
+		q.AddAfter("a", time.Hour)
+		q.AddAfter("a", time.Second)
+		q.AddAfter("a", time.Minute) // later: ignored
+		at, ok := q.Due("a")
+		require.True(t, ok)
+		assert.True(t, at.Equal(t0.Add(time.Second)), "due %v", at)
+		clk.Step(time.Second)
+		synctest.Wait()
+		assert.Equal(t, []string{"a"}, drain(t, q))
+		clk.Step(2 * time.Hour)
+		synctest.Wait()
+		assert.Zero(t, q.Len(), "one item, handed out once")
+	})
 }
 
 // kubernetes/kubernetes#126027: AddAfter(5h) then Add leaves two entries
 // in client-go's queue, the second handed out five hours later.
 func TestAddOfAWaitingItemMakesItReadyOnce(t *testing.T) {
-	for _, c := range constructors {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				q, clk := newQueue(t, c.new)
-				q.AddAfter("a", 5*time.Hour)
-				q.Add("a")
-				assert.Equal(t, 1, q.Len())
-				assert.Equal(t, []string{"a"}, drain(t, q))
-				clk.Step(5 * time.Hour)
-				synctest.Wait()
-				assert.Zero(t, q.Len())
-			})
-		})
-	}
+	eachQueue(t, func(t *testing.T, q *workqueue.Queue[string], clk *testingclock.FakeClock) {
+		q.AddAfter("a", 5*time.Hour)
+		q.Add("a")
+		assert.Equal(t, 1, q.Len())
+		assert.Equal(t, []string{"a"}, drain(t, q))
+		clk.Step(5 * time.Hour)
+		synctest.Wait()
+		assert.Zero(t, q.Len())
+	})
 }
 
 func TestAddAfterNotPositiveIsAdd(t *testing.T) {
-	for _, c := range constructors {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				q, _ := newQueue(t, c.new)
-				q.AddAfter("a", 0)
-				q.AddAfter("b", -time.Second)
-				assert.Equal(t, []string{"a", "b"}, drain(t, q))
-			})
-		})
-	}
+	eachQueue(t, func(t *testing.T, q *workqueue.Queue[string], _ *testingclock.FakeClock) {
+		q.AddAfter("a", 0)
+		q.AddAfter("b", -time.Second)
+		assert.Equal(t, []string{"a", "b"}, drain(t, q))
+	})
 }
 
 // An item added after a delay while it is processed waits for its time
 // and for Done, whichever is later.
 func TestAddAfterWhileProcessing(t *testing.T) {
-	for _, c := range constructors {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				q, clk := newQueue(t, c.new)
-				q.Add("a")
-				get(t, q)
-				q.AddAfter("a", time.Second)
-				q.AddAfter("b", 2*time.Second)
-				clk.Step(time.Second)
-				synctest.Wait()
-				got := getAsync(q)
-				synctest.Wait()
-				assert.True(t, pending(got), "a is due, but processed")
-				q.Done("a")
-				synctest.Wait()
-				assert.Equal(t, "a", <-got)
+	eachQueue(t, func(t *testing.T, q *workqueue.Queue[string], clk *testingclock.FakeClock) {
+		q.Add("a")
+		get(t, q)
+		q.AddAfter("a", time.Second)
+		q.AddAfter("b", 2*time.Second)
+		clk.Step(time.Second)
+		synctest.Wait()
+		got := getAsync(q)
+		synctest.Wait()
+		assert.True(t, pending(got), "a is due, but processed")
+		q.Done("a")
+		synctest.Wait()
+		assert.Equal(t, "a", <-got)
 
-				q.Add("c")
-				get(t, q)
-				q.AddAfter("c", 10*time.Second)
-				q.Done("c")
-				clk.Step(9 * time.Second)
-				synctest.Wait()
-				assert.Equal(t, []string{"b"}, drain(t, q), "c waits after Done")
-				clk.Step(time.Second)
-				synctest.Wait()
-				assert.Equal(t, []string{"c"}, drain(t, q))
-			})
-		})
-	}
+		q.Add("c")
+		get(t, q)
+		q.AddAfter("c", 10*time.Second)
+		q.Done("c")
+		clk.Step(9 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, []string{"b"}, drain(t, q), "c waits after Done")
+		clk.Step(time.Second)
+		synctest.Wait()
+		assert.Equal(t, []string{"c"}, drain(t, q))
+	})
 }
 
 // The timer is armed for the earliest item at every change: moving an

@@ -2,6 +2,7 @@ package workqueue_test
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -84,4 +85,17 @@ func drain(t *testing.T, q *workqueue.Queue[string]) []string {
 // configAt returns a Config with a FakeClock at t.
 func configAt(t time.Time) workqueue.Config[string] {
 	return workqueue.Config[string]{Clock: testingclock.NewFakeClock(t)}
+}
+
+// eachQueue runs test in a synctest bubble on a queue of each constructor,
+// on a FakeClock at t0.
+func eachQueue(t *testing.T, test func(t *testing.T, q *workqueue.Queue[string], clk *testingclock.FakeClock)) {
+	for _, c := range constructors {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				q, clk := newQueue(t, c.new)
+				test(t, q, clk)
+			})
+		})
+	}
 }

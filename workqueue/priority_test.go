@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/taintkit/taintkit/workqueue"
 )
@@ -28,111 +29,86 @@ func getP(t *testing.T, q *workqueue.Queue[string]) (string, int) {
 }
 
 func TestHighestPriorityFirst(t *testing.T) {
-	for _, c := range constructors {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				q, clk := newQueue(t, c.new)
-				for _, after := range []time.Duration{0, time.Second} {
-					for i := range 3 {
-						for _, p := range []int{-10, 0, 10} {
-							q.AddWithOpts(workqueue.AddOpts{Priority: prio(p), After: after}, fmt.Sprintf("p%d-%d", p, i))
-						}
-					}
-					clk.Step(after)
-					synctest.Wait()
-					var got []string
-					for range 9 {
-						item, p := getP(t, q)
-						got = append(got, fmt.Sprint(item, "@", p))
-						q.Done(item)
-					}
-					assert.Equal(t, []string{
-						"p10-0@10", "p10-1@10", "p10-2@10",
-						"p0-0@0", "p0-1@0", "p0-2@0",
-						"p-10-0@-10", "p-10-1@-10", "p-10-2@-10",
-					}, got, "after %v", after)
+	eachQueue(t, func(t *testing.T, q *workqueue.Queue[string], clk *testingclock.FakeClock) {
+		for _, after := range []time.Duration{0, time.Second} {
+			for i := range 3 {
+				for _, p := range []int{-10, 0, 10} {
+					q.AddWithOpts(workqueue.AddOpts{Priority: prio(p), After: after}, fmt.Sprintf("p%d-%d", p, i))
 				}
-			})
-		})
-	}
+			}
+			clk.Step(after)
+			synctest.Wait()
+			var got []string
+			for range 9 {
+				item, p := getP(t, q)
+				got = append(got, fmt.Sprint(item, "@", p))
+				q.Done(item)
+			}
+			assert.Equal(t, []string{
+				"p10-0@10", "p10-1@10", "p10-2@10",
+				"p0-0@0", "p0-1@0", "p0-2@0",
+				"p-10-0@-10", "p-10-1@-10", "p-10-2@-10",
+			}, got, "after %v", after)
+		}
+	})
 }
 
 func TestHigherPriorityIsKept(t *testing.T) {
-	for _, c := range constructors {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				q, _ := newQueue(t, c.new)
-				q.AddWithOpts(workqueue.AddOpts{Priority: prio(1)}, "up")
-				q.AddWithOpts(workqueue.AddOpts{Priority: prio(2)}, "up")
-				q.AddWithOpts(workqueue.AddOpts{Priority: prio(2)}, "down")
-				q.AddWithOpts(workqueue.AddOpts{Priority: prio(1)}, "down")
-				q.Add("down") // Add is priority 0: no change either
-				item, p := getP(t, q)
-				assert.Equal(t, "up", item)
-				assert.Equal(t, 2, p)
-				item, p = getP(t, q)
-				assert.Equal(t, "down", item)
-				assert.Equal(t, 2, p)
-			})
-		})
-	}
+	eachQueue(t, func(t *testing.T, q *workqueue.Queue[string], _ *testingclock.FakeClock) {
+		q.AddWithOpts(workqueue.AddOpts{Priority: prio(1)}, "up")
+		q.AddWithOpts(workqueue.AddOpts{Priority: prio(2)}, "up")
+		q.AddWithOpts(workqueue.AddOpts{Priority: prio(2)}, "down")
+		q.AddWithOpts(workqueue.AddOpts{Priority: prio(1)}, "down")
+		q.Add("down") // Add is priority 0: no change either
+		item, p := getP(t, q)
+		assert.Equal(t, "up", item)
+		assert.Equal(t, 2, p)
+		item, p = getP(t, q)
+		assert.Equal(t, "down", item)
+		assert.Equal(t, 2, p)
+	})
 }
 
 func TestRaisedPriorityGoesLastAmongItsNewPriority(t *testing.T) {
-	for _, c := range constructors {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				q, _ := newQueue(t, c.new)
-				q.Add("foo")
-				q.AddWithOpts(workqueue.AddOpts{Priority: prio(1)}, "bar")
-				q.Add("baz")
-				q.AddWithOpts(workqueue.AddOpts{Priority: prio(1)}, "foo", "baz")
-				var got []string
-				for range 3 {
-					item, _ := getP(t, q)
-					got = append(got, item)
-				}
-				assert.Equal(t, []string{"bar", "foo", "baz"}, got)
-			})
-		})
-	}
+	eachQueue(t, func(t *testing.T, q *workqueue.Queue[string], _ *testingclock.FakeClock) {
+		q.Add("foo")
+		q.AddWithOpts(workqueue.AddOpts{Priority: prio(1)}, "bar")
+		q.Add("baz")
+		q.AddWithOpts(workqueue.AddOpts{Priority: prio(1)}, "foo", "baz")
+		var got []string
+		for range 3 {
+			item, _ := getP(t, q)
+			got = append(got, item)
+		}
+		assert.Equal(t, []string{"bar", "foo", "baz"}, got)
+	})
 }
 
 func TestEarlierTimeAndHigherPriorityMerge(t *testing.T) {
-	for _, c := range constructors {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				q, clk := newQueue(t, c.new)
-				q.AddWithOpts(workqueue.AddOpts{After: time.Hour, Priority: prio(0)}, "a")
-				q.AddWithOpts(workqueue.AddOpts{After: time.Minute, Priority: prio(5)}, "a")
-				q.AddWithOpts(workqueue.AddOpts{After: 2 * time.Minute, Priority: prio(-5)}, "a")
-				q.AddWithOpts(workqueue.AddOpts{Priority: prio(1)}, "b")
-				clk.Step(time.Minute)
-				synctest.Wait()
-				item, p := getP(t, q)
-				assert.Equal(t, "a", item)
-				assert.Equal(t, 5, p)
-			})
-		})
-	}
+	eachQueue(t, func(t *testing.T, q *workqueue.Queue[string], clk *testingclock.FakeClock) {
+		q.AddWithOpts(workqueue.AddOpts{After: time.Hour, Priority: prio(0)}, "a")
+		q.AddWithOpts(workqueue.AddOpts{After: time.Minute, Priority: prio(5)}, "a")
+		q.AddWithOpts(workqueue.AddOpts{After: 2 * time.Minute, Priority: prio(-5)}, "a")
+		q.AddWithOpts(workqueue.AddOpts{Priority: prio(1)}, "b")
+		clk.Step(time.Minute)
+		synctest.Wait()
+		item, p := getP(t, q)
+		assert.Equal(t, "a", item)
+		assert.Equal(t, 5, p)
+	})
 }
 
 // A waiting item of a high priority that becomes ready goes before the
 // lower ones already ready.
 func TestHighPriorityItemThatBecomesReadyGoesFirst(t *testing.T) {
-	for _, c := range constructors {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				q, clk := newQueue(t, c.new)
-				q.AddWithOpts(workqueue.AddOpts{Priority: prio(-100)}, "low")
-				q.AddWithOpts(workqueue.AddOpts{After: time.Second}, "high")
-				clk.Step(time.Second)
-				synctest.Wait()
-				item, _ := getP(t, q)
-				assert.Equal(t, "high", item)
-			})
-		})
-	}
+	eachQueue(t, func(t *testing.T, q *workqueue.Queue[string], clk *testingclock.FakeClock) {
+		q.AddWithOpts(workqueue.AddOpts{Priority: prio(-100)}, "low")
+		q.AddWithOpts(workqueue.AddOpts{After: time.Second}, "high")
+		clk.Step(time.Second)
+		synctest.Wait()
+		item, _ := getP(t, q)
+		assert.Equal(t, "high", item)
+	})
 }
 
 // A new add of an item being processed starts from its own priority; a

@@ -7,6 +7,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/taintkit/taintkit/workqueue"
 )
 
 // Where client-go's and controller-runtime's queues differ, each
@@ -55,19 +58,14 @@ func TestShutDownControllerRuntimeStopsAtOnce(t *testing.T) {
 }
 
 func TestShutDownReleasesWaitingGets(t *testing.T) {
-	for _, c := range constructors {
-		t.Run(c.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				q, _ := newQueue(t, c.new)
-				a, b := getAsync(q), getAsync(q)
-				synctest.Wait()
-				q.ShutDown()
-				synctest.Wait()
-				assert.Equal(t, "<shutdown>", <-a)
-				assert.Equal(t, "<shutdown>", <-b)
-			})
-		})
-	}
+	eachQueue(t, func(t *testing.T, q *workqueue.Queue[string], _ *testingclock.FakeClock) {
+		a, b := getAsync(q), getAsync(q)
+		synctest.Wait()
+		q.ShutDown()
+		synctest.Wait()
+		assert.Equal(t, "<shutdown>", <-a)
+		assert.Equal(t, "<shutdown>", <-b)
+	})
 }
 
 func TestShutDownWithDrainWaitsForDone(t *testing.T) {
