@@ -15,10 +15,10 @@ type Config[T comparable] struct {
 	// Name names the queue's metrics. The queue has metrics only with both
 	// a Name and a MetricsProvider.
 	Name string
-	// MetricsProvider makes the queue's metrics, as client-go's queue's
-	// (see [Queue]). Nil means none: the provider that client-go's
-	// workqueue.SetProvider sets, and controller-runtime sets for its own
-	// queues, is not readable from another package.
+	// MetricsProvider makes the queue's metrics, those of client-go's
+	// queue (see the package's Metrics). Nil means none: the provider that
+	// client-go's workqueue.SetProvider sets, and controller-runtime sets
+	// for its own queues, is not readable from another package.
 	MetricsProvider workqueue.MetricsProvider
 	// RateLimiter says how long AddRateLimited waits. Nil means the default
 	// of the queue the constructor stands in for: client-go's
@@ -214,10 +214,16 @@ func (q *Queue[T]) addLocked(item T, after time.Duration, priority *int, now sch
 // is being processed, the one it was handed out with; a new item's is 0.
 // While item is being processed it waits for Done as after any add.
 //
-// A reconciler that calls Schedule each time it reads when its object is
-// next due gets one hand-out, at that time: a time postponed since is not
-// handed out at all, where AddAfter would hand it out at the earlier time,
-// for the reconciler to find nothing to do yet.
+// The earlier-wins rule keeps every add's request: no add delays another.
+// Schedule sets the time whoever asked for the one waiting, so call it from
+// the one place that decides when the item is next due (a reconciler that
+// reads it from its object, or its event handlers), and keep Add for what
+// needs the reconciler now: an Add after Schedule still makes the item ready
+// at once. That is safe for a reconciler, which acts on its object as it is
+// when it runs: a postponed hand-out loses no change, and the one at the
+// new time reads them all. A reconciler that Schedules each time it reads
+// its object's time is handed the item once, at that time, where AddAfter
+// would hand it out at every earlier time still waiting, for nothing.
 func (q *Queue[T]) Schedule(item T, at time.Time) {
 	if item != item {
 		return
@@ -261,9 +267,12 @@ func (q *Queue[T]) Schedule(item T, at time.Time) {
 // again only if added again. An item being processed is not interrupted:
 // Cancel takes back only what would have followed its Done.
 //
-// Neither client-go's nor controller-runtime's queue can take an item back;
-// a reconciler whose object is gone calls Cancel where it would otherwise
-// receive the item once more and find nothing to do.
+// Neither client-go's nor controller-runtime's queue takes an item back: an
+// add is always honoured. Cancel drops every add waiting, whoever made it,
+// so call it where nothing is left to do for the item (its object is gone,
+// or no longer has a time): that is safe for a reconciler, which would
+// receive the item once more and find nothing to do, and an event after
+// Cancel adds the item again.
 func (q *Queue[T]) Cancel(item T) bool {
 	if item != item {
 		return false
