@@ -22,6 +22,7 @@ func TestShutDownClientGoHandsOutWhatIsReady(t *testing.T) {
 		q.Add("b")
 		q.AddAfter("later", time.Second)
 		q.ShutDown()
+		require.NoError(t, workqueue.CheckInvariants(q))
 		assert.True(t, q.ShuttingDown())
 		q.Add("c") // ignored
 		q.AddAfter("d", 0)
@@ -42,7 +43,12 @@ func TestShutDownControllerRuntimeStopsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q, _ := newQueue(t, constructors[1].new)
 		q.Add("a")
+		q.Add("b")
+		get(t, q)
+		q.Add("a") // held
+		q.AddAfter("c", time.Second)
 		q.ShutDown()
+		require.NoError(t, workqueue.CheckInvariants(q))
 		assert.True(t, q.ShuttingDown())
 		for range 2 {
 			item, p, shutdown := q.GetWithPriority()

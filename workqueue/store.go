@@ -217,23 +217,30 @@ func (s *store[T]) dropStaleIfMany() {
 
 // dropAll makes every waiting entry, and every ready one if ready too,
 // queued for nothing, frees those not processing, and returns the number of
-// ready entries dropped.
+// ready entries dropped. O(n), with the heap and lanes dropped whole.
 func (s *store[T]) dropAll(ready bool) int {
 	dropped := 0
 	for i := range int32(s.slab.Len()) {
 		e := s.at(i)
-		if e.queued == queuedWaiting || ready && e.queued == queuedReady {
-			if e.queued == queuedReady {
-				dropped++
+		if e.queued != queuedWaiting && !(ready && e.queued == queuedReady) {
+			continue
+		}
+		if e.queued == queuedReady {
+			dropped++
+			if s.ready--; e.processing {
+				s.held--
 			}
-			s.unqueue(i)
-			if !e.processing {
-				_, pos, _ := s.find(e.key)
-				s.release(i, pos)
-			}
+		}
+		e.queued = queuedNone
+		if !e.processing {
+			_, pos, _ := s.find(e.key)
+			s.release(i, pos)
 		}
 	}
 	s.heap, s.waiting = nil, 0
+	if ready {
+		s.lanes = nil
+	}
 	s.shrink()
 	return dropped
 }
