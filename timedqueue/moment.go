@@ -24,10 +24,6 @@ func (m moment) before(o moment) bool { return sched.Moment(m).Before(sched.Mome
 // add returns m+d for d ≥ 0, or never if that is past every time.Time.
 func (m moment) add(d time.Duration) moment { return moment(sched.Moment(m).Add(d)) }
 
-// until returns o−m: 0 if o is not after m, the largest Duration if the
-// difference does not fit in one.
-func (m moment) until(o moment) time.Duration { return sched.Moment(m).Until(sched.Moment(o)) }
-
 // secondsSince returns m−o in seconds, never overflowing.
 func (m moment) secondsSince(o moment) float64 {
 	return sched.Moment(m).SecondsSince(sched.Moment(o))
