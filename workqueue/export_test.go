@@ -22,7 +22,7 @@ func CheckInvariants[T comparable](q *Queue[T]) error {
 			continue
 		}
 		live++
-		if got, _, _ := s.find(e.key); got != i {
+		if got, _ := s.find(e.key, s.tag(e.key)); got != i {
 			return fmt.Errorf("find(%v) = %d, want %d", e.key, got, i)
 		}
 		switch e.queued {

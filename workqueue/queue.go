@@ -138,18 +138,25 @@ func (q *Queue[T]) AddRateLimited(item T) {
 // with. A raised priority puts a ready item last among the items of its new
 // priority. Adds after ShutDown do nothing.
 func (q *Queue[T]) AddWithOpts(o AddOpts, items ...T) {
-	var delays []time.Duration
-	if o.RateLimited {
-		// The rate limiter takes its own lock: not under the queue's.
-		var buf [4]time.Duration
-		delays = buf[:0]
-		for _, item := range items {
-			after := o.After
-			if rl := q.limiter.When(item); after == 0 || rl < after {
-				after = rl
-			}
-			delays = append(delays, after)
+	// Outside the queue's lock: hashing, and the rate limiter, which takes
+	// its own.
+	type add struct {
+		after time.Duration
+		tag   uint32
+	}
+	var buf [4]add
+	adds := buf[:0]
+	for _, item := range items {
+		a := add{after: o.After}
+		if item == item { // a NaN key could never be found again
+			a.tag = q.s.tag(item)
 		}
+		if o.RateLimited {
+			if rl := q.limiter.When(item); a.after == 0 || rl < a.after {
+				a.after = rl
+			}
+		}
+		adds = append(adds, a)
 	}
 	var d delta
 	q.mu.Lock()
@@ -160,12 +167,8 @@ func (q *Queue[T]) AddWithOpts(o AddOpts, items ...T) {
 	now := sched.MomentOf(q.clock.Now())
 	ready := 0
 	for i, item := range items {
-		after := o.After
-		if delays != nil {
-			after = delays[i]
-		}
-		if item == item { // a NaN key could never be found again
-			ready += q.addLocked(item, after, o.Priority, now, &d)
+		if item == item {
+			ready += q.addLocked(item, adds[i].tag, adds[i].after, o.Priority, now, &d)
 		}
 	}
 	q.wakeLocked(ready)
@@ -175,9 +178,9 @@ func (q *Queue[T]) AddWithOpts(o AddOpts, items ...T) {
 }
 
 // addLocked adds one item and returns 1 if it made it ready to hand out.
-func (q *Queue[T]) addLocked(item T, after time.Duration, priority *int, now sched.Moment, d *delta) int {
+func (q *Queue[T]) addLocked(item T, tag uint32, after time.Duration, priority *int, now sched.Moment, d *delta) int {
 	s := &q.s
-	i, pos, tag := s.find(item)
+	i, pos := s.find(item, tag)
 	prio := 0
 	if priority != nil {
 		prio = *priority
@@ -228,6 +231,7 @@ func (q *Queue[T]) Schedule(item T, at time.Time) {
 	if item != item {
 		return
 	}
+	tag := q.s.tag(item)
 	var d delta
 	q.mu.Lock()
 	if q.down {
@@ -236,7 +240,7 @@ func (q *Queue[T]) Schedule(item T, at time.Time) {
 	}
 	s := &q.s
 	now, due := sched.MomentOf(q.clock.Now()), sched.MomentOf(at)
-	i, pos, tag := s.find(item)
+	i, pos := s.find(item, tag)
 	if i < 0 {
 		i = s.insert(item, pos, tag)
 	}
@@ -277,10 +281,11 @@ func (q *Queue[T]) Cancel(item T) bool {
 	if item != item {
 		return false
 	}
+	tag := q.s.tag(item)
 	var d delta
 	q.mu.Lock()
 	s := &q.s
-	i, pos, _ := s.find(item)
+	i, pos := s.find(item, tag)
 	if i < 0 || s.at(i).queued == queuedNone {
 		q.mu.Unlock()
 		return false
@@ -308,9 +313,10 @@ func (q *Queue[T]) Due(item T) (time.Time, bool) {
 	if item != item {
 		return time.Time{}, false
 	}
+	tag := q.s.tag(item)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	i, _, _ := q.s.find(item)
+	i, _ := q.s.find(item, tag)
 	if i < 0 || q.s.at(i).queued == queuedNone {
 		return time.Time{}, false
 	}
@@ -380,10 +386,11 @@ func (q *Queue[T]) Done(item T) {
 	if item != item {
 		return
 	}
+	tag := q.s.tag(item)
 	var d delta
 	q.mu.Lock()
 	s := &q.s
-	i, pos, _ := s.find(item)
+	i, pos := s.find(item, tag)
 	if i < 0 || !s.at(i).processing {
 		q.mu.Unlock()
 		return

@@ -52,15 +52,18 @@ func newStore[T comparable]() store[T] { return store[T]{seed: maphash.MakeSeed(
 
 func (s *store[T]) at(i int32) *entry[T] { return s.slab.At(i) }
 
-// find returns key's slot and index position, or -1 and the position where
-// insert puts it; and key's tag.
-func (s *store[T]) find(key T) (i int32, pos, tag uint32) {
-	tag = sched.Tag(s.seed, key)
+// tag returns key's hash tag. It reads only the seed, set when the store
+// is made: callers hash before they take the queue's lock.
+func (s *store[T]) tag(key T) uint32 { return sched.Tag(s.seed, key) }
+
+// find returns the slot and index position of key, whose tag is tag, or -1
+// and the position where insert puts it.
+func (s *store[T]) find(key T, tag uint32) (i int32, pos uint32) {
 	pos, i = s.index.Lookup(tag)
 	for i >= 0 && s.at(i).key != key {
 		pos, i = s.index.Next(pos, tag)
 	}
-	return i, pos, tag
+	return i, pos
 }
 
 // insert makes an entry for key, queued for nothing, at the position and
@@ -233,7 +236,7 @@ func (s *store[T]) dropAll(ready bool) int {
 		}
 		e.queued = queuedNone
 		if !e.processing {
-			_, pos, _ := s.find(e.key)
+			_, pos := s.find(e.key, s.tag(e.key))
 			s.release(i, pos)
 		}
 	}
