@@ -138,8 +138,8 @@ func (q *Queue[T]) AddRateLimited(item T) {
 // with. A raised priority puts a ready item last among the items of its new
 // priority. Adds after ShutDown do nothing.
 func (q *Queue[T]) AddWithOpts(o AddOpts, items ...T) {
-	// Outside the queue's lock: hashing, and the rate limiter, which takes
-	// its own.
+	// Outside the queue's lock: hashing, the rate limiter (which takes its
+	// own) and the clock.
 	type add struct {
 		after time.Duration
 		tag   uint32
@@ -158,13 +158,13 @@ func (q *Queue[T]) AddWithOpts(o AddOpts, items ...T) {
 		}
 		adds = append(adds, a)
 	}
+	now := sched.MomentOf(q.clock.Now())
 	var d delta
 	q.mu.Lock()
 	if q.down {
 		q.mu.Unlock()
 		return
 	}
-	now := sched.MomentOf(q.clock.Now())
 	ready := 0
 	for i, item := range items {
 		if item == item {
@@ -232,6 +232,7 @@ func (q *Queue[T]) Schedule(item T, at time.Time) {
 		return
 	}
 	tag := q.s.tag(item)
+	now, due := sched.MomentOf(q.clock.Now()), sched.MomentOf(at)
 	var d delta
 	q.mu.Lock()
 	if q.down {
@@ -239,7 +240,6 @@ func (q *Queue[T]) Schedule(item T, at time.Time) {
 		return
 	}
 	s := &q.s
-	now, due := sched.MomentOf(q.clock.Now()), sched.MomentOf(at)
 	i, pos := s.find(item, tag)
 	if i < 0 {
 		i = s.insert(item, pos, tag)
