@@ -1,6 +1,7 @@
 package priority_test
 
 import (
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -24,13 +25,14 @@ func TestAddWithOpts(t *testing.T) {
 		q.AddWithOpts(priorityqueue.AddOpts{After: time.Second, Priority: new(1)}, "later")
 		q.AddWithOpts(priorityqueue.AddOpts{RateLimited: true}, "limited") // 5 ms, controller-runtime's default
 		clk.Step(time.Second)
+		synctest.Wait()
 		var got []string
 		for range 3 {
 			item, p, shutdown := q.GetWithPriority()
 			assert.False(t, shutdown)
-			got = append(got, item+"@"+string(rune('0'+p%10)))
+			got = append(got, item+"@"+strconv.Itoa(p))
 		}
-		assert.Equal(t, []string{"later@1", "limited@0", "low@0"}, got)
+		assert.Equal(t, []string{"later@1", "limited@0", "low@-100"}, got)
 		q.ShutDown()
 		_, _, shutdown := q.GetWithPriority()
 		assert.True(t, shutdown, "at once, as controller-runtime's")
