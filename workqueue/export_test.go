@@ -99,7 +99,7 @@ func (s *store[T]) checkLanes() error {
 		if k > 0 && s.lanes[k-1].prio <= l.prio {
 			return errors.New("lanes out of order")
 		}
-		fifo := l.fifo[l.head:]
+		fifo := l.fifo
 		for j := 1; j < len(fifo); j++ {
 			if !newer(fifo[j].gen, fifo[j-1].gen) {
 				return fmt.Errorf("lane %d: fifo out of order at %d", l.prio, j)

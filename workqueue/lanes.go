@@ -22,13 +22,14 @@ func newer(a, b uint32) bool { return int32(a-b) > 0 }
 // were added while processed. An entry made ready now goes to the back of
 // fifo; one whose Done puts it back with an older gen goes to late, a heap
 // by gen (its At is unused), so that it comes out in its turn. take
-// compares fifo's front and late's top. Deletion is lazy: live counts the
+// compares fifo's front and late's top, and takes fifo's front by slicing
+// it off, as client-go's queue does: the array behind is given back when an
+// append outgrows it, and no take copies. Deletion is lazy: live counts the
 // live nodes; stale ones are dropped when met, or all at once when they
 // outnumber the live ones.
 type lane struct {
 	prio int
-	fifo []readyNode // fifo[head:] waits, gens increasing
-	head int
+	fifo []readyNode // gens increasing
 	late sched.Heap
 	live int
 }
@@ -55,7 +56,7 @@ func (ls *lanes) get(prio int) *lane {
 }
 
 func (l *lane) push(n readyNode) {
-	if last := len(l.fifo) - 1; last < l.head || newer(n.gen, l.fifo[last].gen) {
+	if last := len(l.fifo) - 1; last < 0 || newer(n.gen, l.fifo[last].gen) {
 		l.fifo = append(l.fifo, n)
 	} else {
 		l.late.Push(sched.Node{Slot: n.slot, Gen: n.gen})
@@ -64,24 +65,19 @@ func (l *lane) push(n readyNode) {
 }
 
 // stale returns the number of stale nodes.
-func (l *lane) stale() int { return len(l.fifo) - l.head + len(l.late) - l.live }
+func (l *lane) stale() int { return len(l.fifo) + len(l.late) - l.live }
 
 // tidy gives back what l holds beyond its live nodes: all of it once none
-// is live, the taken front of fifo once it is half of fifo, and the stale
-// nodes once they outnumber the live ones; each in O(1) amortised.
+// is live, and the stale nodes once they outnumber the live ones, in O(1)
+// amortised.
 func (l *lane) tidy(live func(readyNode) bool) {
 	switch {
 	case l.live == 0:
 		l.fifo, l.late = trim(l.fifo[:0]), trim(l.late[:0])
-		l.head = 0
 	case l.stale() > max(l.live, 32):
-		l.fifo = trim(slices.DeleteFunc(l.fifo[l.head:], func(n readyNode) bool { return !live(n) }))
-		l.head = 0
+		l.fifo = trim(slices.DeleteFunc(l.fifo, func(n readyNode) bool { return !live(n) }))
 		l.late = trim(slices.DeleteFunc(l.late, func(n sched.Node) bool { return !live(readyNode{n.Slot, n.Gen}) }))
 		l.late.Heapify()
-	case l.head >= 32 && l.head*2 >= len(l.fifo):
-		l.fifo = trim(l.fifo[:copy(l.fifo, l.fifo[l.head:])])
-		l.head = 0
 	}
 }
 
@@ -104,19 +100,19 @@ func (s *store[T]) take() (int32, bool) {
 		if l.live == 0 {
 			continue
 		}
-		for l.head < len(l.fifo) && !s.liveReady(l.fifo[l.head]) {
-			l.head++
+		for len(l.fifo) > 0 && !s.liveReady(l.fifo[0]) {
+			l.fifo = l.fifo[1:]
 		}
 		for len(l.late) > 0 && !s.liveReady(readyNode{l.late[0].Slot, l.late[0].Gen}) {
 			l.late.RemoveTop()
 		}
 		var i int32
-		if len(l.late) > 0 && (l.head == len(l.fifo) || newer(l.fifo[l.head].gen, l.late[0].Gen)) {
+		if len(l.late) > 0 && (len(l.fifo) == 0 || newer(l.fifo[0].gen, l.late[0].Gen)) {
 			i = l.late[0].Slot
 			l.late.RemoveTop()
 		} else {
-			i = l.fifo[l.head].slot
-			l.head++
+			i = l.fifo[0].slot
+			l.fifo = l.fifo[1:]
 		}
 		l.live--
 		s.tidy(l)
@@ -147,7 +143,7 @@ func (s *store[T]) tidy(l *lane) {
 func (s *store[T]) laneSlots(moved []int32) {
 	for _, l := range s.lanes {
 		fifo := l.fifo[:0]
-		for _, n := range l.fifo[l.head:] {
+		for _, n := range l.fifo {
 			if n.slot = moved[n.slot]; n.slot >= 0 && s.liveReady(n) {
 				fifo = append(fifo, n)
 			}
@@ -158,7 +154,7 @@ func (s *store[T]) laneSlots(moved []int32) {
 				late = append(late, n)
 			}
 		}
-		l.fifo, l.head, l.late = fifo, 0, late
+		l.fifo, l.late = fifo, late
 		l.late.Heapify()
 	}
 }
