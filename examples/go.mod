@@ -2,7 +2,10 @@ module github.com/taintkit/taintkit/examples
 
 go 1.26.0
 
-replace github.com/taintkit/taintkit => ..
+replace (
+	github.com/taintkit/taintkit => ..
+	github.com/taintkit/taintkit/workqueue => ../workqueue
+)
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
@@ -118,4 +121,6 @@ require (
 	k8s.io/apiextensions-apiserver v0.37.2 // indirect
 )
 
-require github.com/taintkit/taintkit v0.0.0-00010101000000-000000000000
+require github.com/taintkit/taintkit v1.1.0
+
+require github.com/taintkit/taintkit/workqueue v0.0.0-00010101000000-000000000000

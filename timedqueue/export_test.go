@@ -3,23 +3,25 @@ package timedqueue
 import (
 	"errors"
 	"fmt"
+
+	"github.com/taintkit/taintkit/internal/sched"
 )
 
 // check verifies the store's invariants: the heap order, one live node per
 // waiting entry, the waiting count, at most a quarter of the heap stale, the
 // index, and that the slab has shrunk.
 func (s *store[K]) check() error {
+	if pos := s.heap.Misplaced(); pos >= 0 {
+		return fmt.Errorf("heap node %d orders before its parent", pos)
+	}
 	liveNodes := map[int32]int{}
-	for pos, n := range s.heap {
-		if pos > 0 && less(n, s.heap[(pos-1)/4]) {
-			return fmt.Errorf("heap node %d orders before its parent", pos)
-		}
+	for _, n := range s.heap {
 		if s.live(n) {
-			liveNodes[n.slot]++
+			liveNodes[n.Slot]++
 		}
 	}
 	waiting := 0
-	for i := range int32(s.slab.len()) {
+	for i := range int32(s.slab.Len()) {
 		if s.at(i).state != stateWaiting {
 			continue
 		}
@@ -37,7 +39,7 @@ func (s *store[K]) check() error {
 	if err := s.index.check(&s.slab); err != nil {
 		return err
 	}
-	if used, live := s.slab.len(), s.index.n; used > minShrink && live*4 < used {
+	if used, live := s.slab.Len(), s.index.Len(); used > minShrink && live*4 < used {
 		return fmt.Errorf("slab not shrunk: %d slots for %d entries", used, live)
 	}
 	return nil
@@ -56,7 +58,7 @@ func CheckInvariants[K comparable](q *TimedWorkerQueue[K]) error {
 	if err := q.s.check(); err != nil {
 		return err
 	}
-	if q.alarm.at != never && !q.alarm.running {
+	if q.alarm.armedFor() != never && !q.alarm.running {
 		return errors.New("timer armed with no timer goroutine")
 	}
 	if q.active >= q.max && q.timeout <= 0 {
@@ -79,8 +81,8 @@ func CheckInvariants[K comparable](q *TimedWorkerQueue[K]) error {
 			return fmt.Errorf("head due at %v (now %v) with %d/%d slots busy", n.at, now, q.active, q.max)
 		}
 	}
-	if q.alarm.at != want {
-		return fmt.Errorf("timer armed for %v, want %v (now %v)", q.alarm.at, want, now)
+	if q.alarm.armedFor() != want {
+		return fmt.Errorf("timer armed for %v, want %v (now %v)", q.alarm.armedFor(), want, now)
 	}
 	return nil
 }
@@ -99,8 +101,9 @@ func FootprintOf[K comparable](q *TimedWorkerQueue[K]) Footprint {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	s := &q.s
-	return Footprint{Slots: s.slab.len(), Pages: len(s.slab.pages), Index: len(s.index.slots),
-		Heap: cap(s.heap), Free: cap(s.free)}
+	pages, free := s.slab.Footprint()
+	return Footprint{Slots: s.slab.Len(), Pages: pages, Index: s.index.Size(),
+		Heap: cap(s.heap), Free: free}
 }
 
 // Unlocked reports whether q's mutex is free (it takes and releases it).
@@ -112,47 +115,23 @@ func Unlocked[K comparable](q *TimedWorkerQueue[K]) bool {
 	return true
 }
 
-// check verifies the index: each occupied slot points to a live slab entry
-// whose key hashes to its tag and is reachable from its home position (no
-// empty slot in between), no key twice, and the count.
-func (x *index[K]) check(slab *slab[K]) error {
-	if len(x.slots)&(len(x.slots)-1) != 0 {
-		return fmt.Errorf("index size %d is not a power of two", len(x.slots))
-	}
-	if x.n*4 > len(x.slots)*3 {
-		return fmt.Errorf("index holds %d keys in %d slots", x.n, len(x.slots))
-	}
-	mask := uint32(len(x.slots) - 1)
-	n := 0
-	seen := map[int32]bool{}
-	for p, s := range x.slots {
-		if s == 0 {
+// check verifies the index against the slab: every live entry is found at
+// its slot, and the index counts exactly the live entries. (sched's tests
+// check the table itself: probe runs, backward shifts, sizes.)
+func (x *index[K]) check(slab *sched.Slab[entry[K]]) error {
+	live := 0
+	for i := range int32(slab.Len()) {
+		e := slab.At(i)
+		if e.state == stateFree {
 			continue
 		}
-		n++
-		i := int32(uint32(s) - 1)
-		if i < 0 || int(i) >= slab.len() || slab.at(i).state == stateFree {
-			return fmt.Errorf("index slot %d points to free or missing slab slot %d", p, i)
-		}
-		if seen[i] {
-			return fmt.Errorf("slab slot %d indexed twice", i)
-		}
-		seen[i] = true
-		tag := uint32(s >> 32)
-		if x.tag(slab.at(i).key) != tag {
-			return fmt.Errorf("index slot %d: tag %#x, key %v hashes to %#x", p, tag, slab.at(i).key, x.tag(slab.at(i).key))
-		}
-		for h := tag & mask; h != uint32(p); h = (h + 1) & mask {
-			if x.slots[h] == 0 {
-				return fmt.Errorf("index slot %d (home %d) unreachable: empty slot %d", p, tag&mask, h)
-			}
-		}
-		if got, _, _ := x.find(slab, slab.at(i).key); got != i {
-			return fmt.Errorf("index: find(%v) = %d; want %d", slab.at(i).key, got, i)
+		live++
+		if got, _, _ := x.find(slab, e.key); got != i {
+			return fmt.Errorf("index: find(%v) = %d; want %d", e.key, got, i)
 		}
 	}
-	if n != x.n {
-		return fmt.Errorf("index counts %d keys, holds %d", x.n, n)
+	if live != x.Len() {
+		return fmt.Errorf("index counts %d keys, the slab holds %d", x.Len(), live)
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/taintkit/taintkit/internal/sched"
 )
 
 // at returns the moment n seconds after a fixed time.
@@ -78,17 +80,17 @@ func heapRandomOps(t *testing.T, seed uint64, running int) {
 	require.NoError(t, s.check())
 	assert.Greater(t, compactions, 10, "compaction exercised")
 	// Popping everything yields (next, gen) order, each live schedule once.
-	var got []node
+	var got []sched.Node
 	for {
 		if _, ok := s.head(); !ok {
 			break
 		}
 		i := s.pop()
-		got = append(got, node{at: s.at(i).next, gen: s.at(i).gen})
+		got = append(got, sched.Node{At: sched.Moment(s.at(i).next), Gen: s.at(i).gen})
 		s.at(i).state = stateRunning
 	}
-	assert.True(t, slices.IsSortedFunc(got, func(a, b node) int {
-		if less(a, b) {
+	assert.True(t, slices.IsSortedFunc(got, func(a, b sched.Node) int {
+		if sched.Less(a, b) {
 			return -1
 		}
 		return 1
@@ -203,36 +205,5 @@ func TestBackoff(t *testing.T) {
 func TestEntryAndNodeAreSmall(t *testing.T) {
 	// The per-item memory budget depends on them: keep an eye on new fields.
 	assert.LessOrEqual(t, unsafe.Sizeof(entry[string]{}), uintptr(64))
-	assert.Equal(t, uintptr(20), unsafe.Sizeof(node{}))
-}
-
-func TestMoment(t *testing.T) {
-	times := []time.Time{
-		time.Unix(-1<<63, 0), // the first second time.Unix can give
-		{},
-		time.Date(1500, 1, 1, 0, 0, 0, 1, time.UTC),
-		time.Date(1969, 12, 31, 23, 59, 59, 999_999_999, time.UTC),
-		time.Unix(0, 0),
-		time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
-		time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC),
-		time.Date(1_000_000, 1, 1, 0, 0, 0, 0, time.UTC),
-		time.Unix(1<<63-1-unixToInternal, 999_999_999), // the last time.Time
-	}
-	for i, a := range times {
-		m := momentOf(a)
-		assert.True(t, m.time(time.UTC).Equal(a), "round trip of %v", a)
-		assert.True(t, m.before(never))
-		for j, b := range times {
-			assert.Equal(t, i < j, m.before(momentOf(b)), "%v before %v", a, b)
-			assert.Equal(t, a.Before(b), m.before(momentOf(b)), "%v before %v, as time orders them", a, b)
-		}
-	}
-	m := momentOf(time.Date(2025, 1, 1, 0, 0, 0, 999_999_999, time.UTC))
-	assert.Equal(t, momentOf(time.Date(2025, 1, 1, 0, 0, 2, 0, time.UTC)), m.add(time.Second+1))
-	assert.Equal(t, never, momentOf(times[len(times)-1]).add(time.Second))
-	assert.Equal(t, time.Second+1, m.until(m.add(time.Second+1)))
-	assert.Equal(t, time.Duration(0), m.until(m))
-	assert.Equal(t, time.Duration(1<<63-1), momentOf(times[1]).until(momentOf(times[6])), "too long for a Duration")
-	assert.Equal(t, time.Duration(1<<63-1), momentOf(times[0]).until(momentOf(times[8])), "overflowing")
-	assert.Equal(t, -1.5, m.secondsSince(m.add(1500*time.Millisecond)))
+	assert.Equal(t, uintptr(20), unsafe.Sizeof(sched.Node{}))
 }

@@ -1,82 +1,30 @@
 package timedqueue
 
 import (
-	"math"
 	"time"
+
+	"github.com/taintkit/taintkit/internal/sched"
 )
 
-// A moment is the instant of a time.Time, without Location or monotonic
-// reading: seconds since January 1, year 1 UTC, and nanoseconds. Every
-// time.Time has one, and moments order as their times do. 32-bit fields make
-// it 12 bytes with no padding; == compares two moments.
-type moment struct {
-	secHi int32  // seconds, high half (signed)
-	secLo uint32 // seconds, low half
-	nsec  uint32 // [0, 1e9)
-}
+// A moment is a [sched.Moment]: the instant of a time.Time in 12 bytes,
+// ordered as times are. This package's code reads it through the methods
+// below, which add nothing to sched's.
+type moment sched.Moment
 
-// never is after every time.Time: no time has 1e9 nanoseconds.
-var never = moment{secHi: math.MaxInt32, secLo: math.MaxUint32, nsec: 1e9}
+// never is after every time.Time.
+var never = moment(sched.Never)
 
-// unixToInternal is time's offset from Unix seconds to seconds since year 1.
-const unixToInternal = (1969*365 + 1969/4 - 1969/100 + 1969/400) * 86400
-
-func momentOf(t time.Time) moment {
-	// t.Unix() is t's seconds since year 1 minus unixToInternal, wrapping
-	// on overflow: adding it back, wrapping too, recovers them exactly.
-	return makeMoment(int64(uint64(t.Unix())+unixToInternal), uint32(t.Nanosecond()))
-}
-
-func makeMoment(sec int64, nsec uint32) moment {
-	return moment{secHi: int32(sec >> 32), secLo: uint32(sec), nsec: nsec}
-}
-
-func (m moment) sec() int64 { return int64(m.secHi)<<32 | int64(m.secLo) }
+func momentOf(t time.Time) moment { return moment(sched.MomentOf(t)) }
 
 // time returns m in loc.
-func (m moment) time(loc *time.Location) time.Time {
-	return time.Unix(int64(uint64(m.sec())-unixToInternal), int64(m.nsec)).In(loc)
-}
+func (m moment) time(loc *time.Location) time.Time { return sched.Moment(m).Time(loc) }
 
-func (m moment) before(o moment) bool {
-	if m.secHi != o.secHi {
-		return m.secHi < o.secHi
-	}
-	if m.secLo != o.secLo {
-		return m.secLo < o.secLo
-	}
-	return m.nsec < o.nsec
-}
+func (m moment) before(o moment) bool { return sched.Moment(m).Before(sched.Moment(o)) }
 
 // add returns m+d for d ≥ 0, or never if that is past every time.Time.
-func (m moment) add(d time.Duration) moment {
-	if m == never {
-		return never
-	}
-	sec, nsec := int64(d/time.Second), m.nsec+uint32(d%time.Second)
-	if nsec >= 1e9 {
-		sec, nsec = sec+1, nsec-1e9
-	}
-	if m.sec() > math.MaxInt64-sec {
-		return never
-	}
-	return makeMoment(m.sec()+sec, nsec)
-}
-
-// until returns o−m: 0 if o is not after m, the largest Duration if the
-// difference does not fit in one.
-func (m moment) until(o moment) time.Duration {
-	if !m.before(o) {
-		return 0
-	}
-	s := uint64(o.sec()) - uint64(m.sec()) // exact: o is after m
-	if s >= math.MaxInt64/uint64(time.Second) {
-		return math.MaxInt64
-	}
-	return time.Duration(s)*time.Second + time.Duration(int64(o.nsec)-int64(m.nsec))
-}
+func (m moment) add(d time.Duration) moment { return moment(sched.Moment(m).Add(d)) }
 
 // secondsSince returns m−o in seconds, never overflowing.
 func (m moment) secondsSince(o moment) float64 {
-	return float64(m.sec()) - float64(o.sec()) + (float64(m.nsec)-float64(o.nsec))/1e9
+	return sched.Moment(m).SecondsSince(sched.Moment(o))
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/taintkit/taintkit/internal/sched"
 )
 
 // WorkFunc is the work for key; ctx ends at Shutdown or the attempt timeout.
@@ -68,9 +70,7 @@ func New[K comparable](work WorkFunc[K], opts ...Option) (*TimedWorkerQueue[K], 
 	q.lastTurn = make(chan struct{})
 	close(q.lastTurn)
 	q.baseCtx, q.cancelBase = context.WithCancelCause(context.Background())
-	t := q.clock.NewTimer(time.Hour)
-	t.Stop()
-	q.alarm = alarm{timer: t, c: t.C(), at: never, stop: make(chan struct{}), idle: make(chan struct{}, 1)}
+	q.alarm = alarm{Alarm: sched.NewAlarm(q.clock), stop: make(chan struct{}), idle: make(chan struct{}, 1)}
 	return q, nil
 }
 
@@ -213,7 +213,7 @@ func (q *TimedWorkerQueue[K]) GetWorker(key K) (TimedWorker[K], bool) {
 func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[K] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for i := range int32(q.s.slab.len()) {
+	for i := range int32(q.s.slab.Len()) {
 		if e := q.s.at(i); e.state != stateFree {
 			dst = append(dst, q.s.snapshot(e))
 		}
@@ -225,5 +225,5 @@ func (q *TimedWorkerQueue[K]) AppendWorkers(dst []TimedWorker[K]) []TimedWorker[
 func (q *TimedWorkerQueue[K]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.s.index.n
+	return q.s.index.Len()
 }

@@ -19,7 +19,7 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 	if !q.down.closed {
 		q.down.closed = true
 		s := &q.s
-		for i := range int32(s.slab.len()) {
+		for i := range int32(s.slab.Len()) {
 			if e := s.at(i); e.state != stateFree && e.state != stateRunning {
 				if e.attempts > 0 {
 					d.backoff--
@@ -31,7 +31,7 @@ func (q *TimedWorkerQueue[K]) Shutdown(ctx context.Context) error {
 		}
 		s.heap, s.waiting = nil, 0
 		s.shrink()
-		q.alarm.disarm()
+		q.alarm.Disarm()
 		close(q.alarm.stop)
 		q.cancelBase(ErrShutdown)
 		d.pending -= dropped

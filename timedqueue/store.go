@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"slices"
 	"time"
+
+	"github.com/taintkit/taintkit/internal/sched"
 )
 
 // Entry states.
@@ -28,14 +30,13 @@ type entry[K comparable] struct {
 	locs     [2]uint8 // of CreatedAt and FireAt in store.locs, or spilled
 }
 
-// store holds a queue's schedules: entries in a slab, with a free list, an
-// index from key to slot, and a heap of the waiting entries (see heap.go),
-// guarded by the queue's mutex.
+// store holds a queue's schedules: entries in a slab, an index from key to
+// slot, and a heap of the waiting entries (see heap.go), guarded by the
+// queue's mutex.
 type store[K comparable] struct {
-	slab    slab[K]
-	free    []int32
+	slab    sched.Slab[entry[K]]
 	index   index[K]
-	heap    []node
+	heap    sched.Heap
 	waiting int    // entries in stateWaiting: live heap nodes; the rest of the heap is stale
 	gen     uint32 // the last schedule number given
 	// The Locations of the entries' times: an entry holds a byte for each,
@@ -87,21 +88,16 @@ func newStore[K comparable]() store[K] {
 }
 
 // at returns the entry in slot i.
-func (s *store[K]) at(i int32) *entry[K] { return s.slab.at(i) }
+func (s *store[K]) at(i int32) *entry[K] { return s.slab.At(i) }
 
 // add puts a new schedule for key, not yet in the heap, in a free slot,
 // indexed at the pos and tag find returned.
 func (s *store[K]) add(key K, pos, tag uint32, createdAt, fireAt time.Time) int32 {
-	var i int32
-	if n := len(s.free); n > 0 {
-		i, s.free = s.free[n-1], s.free[:n-1]
-	} else {
-		i = s.slab.grow()
-	}
+	i := s.slab.Alloc()
 	e := s.at(i)
 	e.key = key
 	s.setTimes(e, createdAt, fireAt)
-	s.index.insertAt(pos, tag, i)
+	s.index.Insert(pos, tag, i)
 	return i
 }
 
@@ -123,10 +119,9 @@ func (s *store[K]) setTimes(e *entry[K], createdAt, fireAt time.Time) {
 
 // remove frees slot i, at index position pos; the caller unwaits a waiting entry.
 func (s *store[K]) remove(i int32, pos uint32) {
-	s.index.deleteAt(pos)
+	s.index.Delete(pos)
 	s.unspill(s.at(i))
-	*s.at(i) = entry[K]{} // so that the key can be collected
-	s.free = append(s.free, i)
+	s.slab.Free(i)
 }
 
 // shrink gives memory back once at most a quarter of the slab's slots hold an
@@ -134,61 +129,21 @@ func (s *store[K]) remove(i int32, pos uint32) {
 // index and the heap: O(n) after 3n/4 releases, with no shrink-grow cycle.
 // Slot numbers change: the caller holds none across it.
 func (s *store[K]) shrink() {
-	used := s.slab.len()
-	if used <= minShrink || s.index.n*4 > used {
+	used := s.slab.Len()
+	if used <= minShrink || s.index.Len()*4 > used {
 		return
 	}
 	old := s.slab
-	s.slab, s.free = slab[K]{}, nil
-	s.index.reset(s.index.n)
+	s.slab = sched.Slab[entry[K]]{}
+	s.index.Reset(s.index.Len())
 	for j := range int32(used) {
-		if e := old.at(j); e.state != stateFree {
-			i := s.slab.grow()
+		if e := old.At(j); e.state != stateFree {
+			i := s.slab.Alloc()
 			*s.at(i) = *e
 			_, pos, tag := s.index.find(&s.slab, e.key)
-			s.index.insertAt(pos, tag, i)
+			s.index.Insert(pos, tag, i)
 		}
 	}
-	s.heap = s.appendWaiting(make([]node, 0, s.waiting), -1)
-	s.heapify()
-}
-
-// slab holds the entries in pages of slabPage entries: it grows a page at a
-// time, with no copy of the whole slab under the queue's lock. The first page
-// doubles from 8 entries, so that a small queue stays small. Slots [0, len)
-// are allocated, free or not.
-type slab[K comparable] struct {
-	pages [][]entry[K] // each of slabPage entries, but the first while it grows
-	n     int32        // allocated slots
-}
-
-// slabShift sets slabPage: 1024 entries, a multiple of 8 KiB for a key of
-// 8-byte alignment, which Go allocates with no rounding and no header.
-const (
-	slabShift = 10
-	slabPage  = 1 << slabShift
-	slabMask  = slabPage - 1
-)
-
-// at returns slot i, which must be allocated.
-func (sl *slab[K]) at(i int32) *entry[K] { return &sl.pages[i>>slabShift][i&slabMask] }
-
-// len returns the number of allocated slots.
-func (sl *slab[K]) len() int { return int(sl.n) }
-
-// grow allocates one more slot and returns it, zeroed.
-func (sl *slab[K]) grow() int32 {
-	i := sl.n
-	switch p := int(i >> slabShift); {
-	case p == len(sl.pages):
-		size := slabPage
-		if p == 0 {
-			size = 8
-		}
-		sl.pages = append(sl.pages, make([]entry[K], size))
-	case p == 0 && int(i) == len(sl.pages[0]):
-		sl.pages[0] = append(sl.pages[0], make([]entry[K], min(len(sl.pages[0]), slabPage-len(sl.pages[0])))...)
-	}
-	sl.n++
-	return i
+	s.heap = s.appendWaiting(make(sched.Heap, 0, s.waiting), -1)
+	s.heap.Heapify()
 }

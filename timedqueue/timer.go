@@ -2,36 +2,21 @@ package timedqueue
 
 import (
 	"context"
-	"time"
 
-	"k8s.io/utils/clock"
+	"github.com/taintkit/taintkit/internal/sched"
 )
 
-// alarm is a queue's one timer, guarded by the queue's mutex. It is re-armed
-// with Stop, a drain and Reset: a FakeClock does not drain on Reset, and a
-// stale value would make a later Step block.
+// alarm is a queue's one timer and the state of its goroutine, guarded by
+// the queue's mutex.
 type alarm struct {
-	timer   clock.Timer
-	c       <-chan time.Time
-	at      moment        // when the timer fires; never if it is stopped
-	running bool          // the timer goroutine runs; true whenever at != never
+	sched.Alarm
+	running bool          // the timer goroutine runs; true whenever the alarm is armed
 	stop    chan struct{} // closed by Shutdown: the timer goroutine exits
 	idle    chan struct{} // a token: the timer was stopped, the goroutine may exit
 }
 
-// disarm stops the timer and drains a value it may have sent.
-func (a *alarm) disarm() {
-	if a.at == never {
-		return
-	}
-	if !a.timer.Stop() {
-		select {
-		case <-a.c:
-		default:
-		}
-	}
-	a.at = never
-}
+// armedFor returns the moment the alarm is armed for, or never.
+func (a *alarm) armedFor() moment { return moment(a.At()) }
 
 // pumpLocked brings the queue up to date with its clock: it expires timed-out
 // attempts, starts due schedules while slots are free, and arms the timer.
@@ -41,7 +26,7 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 	// timer is armed for the earliest schedule (if that time has passed, its
 	// goroutine pumps), or stopped with none.
 	if q.timeout <= 0 && !q.down.closed {
-		if n, ok := q.s.head(); q.active >= q.max || ok && n.at == q.alarm.at || !ok && q.alarm.at == never {
+		if n, ok := q.s.head(); q.active >= q.max || ok && n.at == q.alarm.armedFor() || !ok && q.alarm.armedFor() == never {
 			return
 		}
 	}
@@ -73,7 +58,7 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 		if q.down.closed || want == never {
 			// Nothing to wait for: stop the timer and tell a running timer
 			// goroutine to exit (a token left over wakes a later one once).
-			q.alarm.disarm()
+			q.alarm.Disarm()
 			if q.alarm.running {
 				select {
 				case q.alarm.idle <- struct{}{}:
@@ -82,26 +67,23 @@ func (q *TimedWorkerQueue[K]) pumpLocked(d *delta) {
 			}
 			return
 		}
-		if want == q.alarm.at {
+		if want == q.alarm.armedFor() {
 			return
 		}
-		q.alarm.disarm()
 		// From a fresh reading (starting work took time); a delay past a
 		// Duration's range fires early, and the pump re-arms.
-		armedAt := momentOf(q.clock.Now())
-		q.alarm.timer.Reset(armedAt.until(want))
-		q.alarm.at = want
+		armedAt, now2 := q.alarm.Arm(q.clock, sched.Moment(want))
 		if !q.alarm.running {
 			q.alarm.running = true
 			go q.timerLoop()
 		}
-		// The timer counts from the clock's time at Reset: if a Step moved
-		// the clock since armedAt, it fires that much late, or, past want,
-		// never on a FakeClock. So go round again, twice at most.
-		if now2 := momentOf(q.clock.Now()); now2.before(want) && (now2 == armedAt || tries >= 2) {
+		// If a Step moved the clock while it armed, the timer fires that
+		// much late, or, past want, never on a FakeClock. So go round
+		// again, twice at most.
+		if moment(now2).before(want) && (now2 == armedAt || tries >= 2) {
 			return
 		}
-		q.alarm.disarm() // else want == alarm.at would end the next round early
+		q.alarm.Disarm() // else want == the alarm's time would end the next round early
 	}
 }
 
@@ -112,7 +94,7 @@ func (q *TimedWorkerQueue[K]) timerLoop() {
 	for {
 		fired := false
 		select {
-		case <-q.alarm.c:
+		case <-q.alarm.C():
 			fired = true
 		case <-q.alarm.idle: // the timer was stopped; it may have been re-armed since
 		case <-q.alarm.stop:
@@ -122,10 +104,10 @@ func (q *TimedWorkerQueue[K]) timerLoop() {
 		if fired {
 			// A re-arming since the fire may have fired too: drain it, or a
 			// FakeClock would block in Step on the stale value.
-			q.alarm.disarm()
+			q.alarm.Disarm()
 			q.pumpLocked(&d)
 		}
-		exit := q.alarm.at == never || q.down.closed
+		exit := q.alarm.armedFor() == never || q.down.closed
 		if exit {
 			q.alarm.running = false
 			q.notifyLocked()

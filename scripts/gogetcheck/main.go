@@ -44,6 +44,7 @@ var checked = []struct {
 	dir, program string
 }{
 	{".", "taintkit"},
+	{"workqueue", "workqueue"},
 }
 
 // version is the version each checked module is served at (besides the
