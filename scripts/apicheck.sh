@@ -9,8 +9,9 @@
 #   - an incompatible change fails, unless the module path in go.mod has a
 #     newer major version (/v2, …) than the release: then there is nothing to
 #     compare against, and the check says so;
-#   - a compatible change (an addition) passes if CHANGELOG.md's Unreleased
-#     section names it, and fails otherwise, so every addition is listed.
+#   - a compatible change (an addition) passes if CHANGELOG.md names it since
+#     the release (Unreleased, or the section of a release being made), and
+#     fails otherwise, so every addition is listed.
 #
 # Usage: scripts/apicheck.sh          (from anywhere in the repository)
 set -euo pipefail
@@ -50,8 +51,11 @@ apidiff="$tmp/apidiff"
 mkdir "$tmp/old"
 git archive "$commit" | tar -x -C "$tmp/old"
 
-# The Unreleased section of the changelog: from its heading to the next release.
-unreleased=$(awk '/^## \[Unreleased\]/{on=1; next} /^## \[/{on=0} on' CHANGELOG.md)
+# What the changelog says since that release: from its Unreleased heading to
+# the release's own, so that the commit that makes a release (whose changelog
+# moves the Unreleased entries under the new version, and whose line RELEASES
+# can only get in the next commit) passes too.
+unreleased=$(awk -v v="${version#v}" '/^## \[Unreleased\]/{on=1; next} $0 ~ "^## \\[" v "\\]"{on=0} on' CHANGELOG.md)
 
 failed=0
 for pkg in "${packages[@]}"; do
