@@ -128,8 +128,11 @@ func TestTimerGoroutineExitsWhenArmedWorkTurnsDue(t *testing.T) {
 		<-done
 		synctest.Wait()
 		assert.Equal(t, 0, q.Len())
-		assert.Equal(t, before, runtime.NumGoroutine(), "a goroutine outlived the work")
-		// No Shutdown: synctest.Test fails if the timer goroutine is still there.
+		// NumGoroutine counts the whole process, whose other goroutines
+		// (a test before this one winding down) may exit meanwhile: no more
+		// than before. And no Shutdown: synctest.Test fails if the timer
+		// goroutine, in the bubble, is still there.
+		assert.LessOrEqual(t, runtime.NumGoroutine(), before, "a goroutine outlived the work")
 	})
 }
 
