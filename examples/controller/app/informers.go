@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/taintkit/taintkit/examples/controller/podcache"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 	"github.com/taintkit/taintkit/tolerations"
 )
 
@@ -98,13 +99,48 @@ func (c *cluster) observeNodes(log logr.Logger) cache.ResourceEventHandler {
 
 // observePods returns the pod handler that feeds c.countdowns.
 func (c *cluster) observePods(log logr.Logger) cache.ResourceEventHandler {
-	return eventHandler(func(old, pod *v1.Pod) {
+	pods := eventHandler(func(old, pod *v1.Pod) {
 		if pod == nil {
 			c.countdowns.ObservePodDeleted(old)
 			return
 		}
 		c.countdowns.ObservePod(pod)
 	}, log)
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if !c.nothingToObserve(obj) {
+				pods.OnAdd(obj, false)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			if !c.nothingToObserve(newObj) {
+				pods.OnUpdate(oldObj, newObj)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if remembered, _ := c.countdowns.Len(); remembered != 0 {
+				pods.OnDelete(obj)
+			}
+		},
+	}
+}
+
+// nothingToObserve reports whether the countdowns have nothing to remember
+// of, or forget about, the pod a record holds, so that the record need not
+// be turned back into a pod: they remember no taint and no pod, and the
+// pod is bound with a PodScheduled time or not bound at all (then
+// ObservePod would return at once). A cluster with no NoExecute taint, at
+// start-up most of all, costs no pod per event.
+func (c *cluster) nothingToObserve(obj any) bool {
+	r, ok := obj.(*podcache.Record)
+	if !ok {
+		return false
+	}
+	if pods, nodes := c.countdowns.Len(); pods != 0 || nodes != 0 {
+		return false
+	}
+	_, scheduled := r.BoundAt()
+	return scheduled || r.NodeName() == ""
 }
 
 // trim is the informers' transform: a pod is cached as a podcache.Record
@@ -215,6 +251,7 @@ func (c *cluster) podsOnNode(name string) ([]*v1.Pod, error) {
 type updates interface {
 	NodeUpdated(old, new *v1.Node)
 	PodUpdated(old, new *v1.Pod)
+	PodChanged(p manager.PodRef, deleted bool)
 }
 
 // nodeHandler turns node events into NodeUpdated calls.
@@ -222,9 +259,49 @@ func nodeHandler(u updates, log logr.Logger) cache.ResourceEventHandler {
 	return eventHandler(u.NodeUpdated, log)
 }
 
-// podHandler turns pod events into PodUpdated calls.
+// podHandler turns pod events into the manager's calls. The records the
+// informer caches are named to it (PodChanged) without being turned back
+// into pods, and an update that changes none of what a decision reads
+// (SameTaintInputs) is dropped here; the manager reads the pod when it
+// decides, if it has to. Pods, and records that hold resource claims (whose
+// updates the manager compares), go to PodUpdated.
 func podHandler(u updates, log logr.Logger) cache.ResourceEventHandler {
-	return eventHandler(u.PodUpdated, log)
+	pods := eventHandler(u.PodUpdated, log)
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if r, ok := obj.(*podcache.Record); ok {
+				u.PodChanged(podRef(r), false)
+				return
+			}
+			pods.OnAdd(obj, false)
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, ok1 := oldObj.(*podcache.Record)
+			r, ok2 := newObj.(*podcache.Record)
+			switch {
+			case ok1 && ok2 && old.SameTaintInputs(r):
+			case ok1 && ok2 && !old.HasClaims() && !r.HasClaims():
+				u.PodChanged(podRef(r), false)
+			default:
+				pods.OnUpdate(oldObj, newObj)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			last := obj
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				last = tomb.Obj // the last state the cache knew
+			}
+			if r, ok := last.(*podcache.Record); ok {
+				u.PodChanged(podRef(r), true)
+				return
+			}
+			pods.OnDelete(obj)
+		},
+	}
+}
+
+func podRef(r *podcache.Record) manager.PodRef {
+	return manager.PodRef{Namespace: r.Namespace(), Name: r.Name(), NodeName: r.NodeName(), UID: r.UID()}
 }
 
 // eventHandler turns an informer's events into calls of update: old is nil

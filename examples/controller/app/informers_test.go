@@ -10,19 +10,30 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
 	"github.com/taintkit/taintkit/examples/controller/podcache"
+	"github.com/taintkit/taintkit/examples/internal/manager"
 )
 
 // recorder records the calls a manager would get.
 type recorder struct {
-	nodes [][2]*v1.Node
-	pods  [][2]*v1.Pod
+	nodes   [][2]*v1.Node
+	pods    [][2]*v1.Pod
+	changed []changed
+}
+
+type changed struct {
+	ref     manager.PodRef
+	deleted bool
 }
 
 func (r *recorder) NodeUpdated(old, new *v1.Node) { r.nodes = append(r.nodes, [2]*v1.Node{old, new}) }
 func (r *recorder) PodUpdated(old, new *v1.Pod)   { r.pods = append(r.pods, [2]*v1.Pod{old, new}) }
+func (r *recorder) PodChanged(p manager.PodRef, deleted bool) {
+	r.changed = append(r.changed, changed{p, deleted})
+}
 
 func errorLog(errs *[]string) logr.Logger {
 	return funcr.New(func(prefix, args string) { *errs = append(*errs, args) }, funcr.Options{})
@@ -46,26 +57,59 @@ func TestPodHandler(t *testing.T) {
 	assert.Empty(t, r.nodes)
 }
 
-// The informer delivers pods as the records it caches: the manager gets
-// the pods they hold, in a tombstone too; a node handler ignores them.
-func TestPodHandlerTurnsRecordsIntoPods(t *testing.T) {
+// The informer delivers pods as the records it caches: the manager is told
+// which pod changed, without the pod (it reads the pod when it decides),
+// for a tombstone too; an update that changes nothing a decision reads (a
+// status update) is not passed on; a node handler ignores records.
+func TestPodHandlerNamesRecordsWithoutPods(t *testing.T) {
 	var r recorder
 	var errs []string
 	h := app.PodHandler(&r, errorLog(&errs))
 	nodes := app.NodeHandler(&r, errorLog(&errs))
-	old, pod := testPod("web", "uid-1"), testPod("web", "uid-1")
-	pod.Spec.NodeName = "node-2"
-	oldRec, rec := podcache.NewRecord(old), podcache.NewRecord(pod)
+	pending, bound := testPod("web", "uid-1"), testPod("web", "uid-1")
+	bound.Spec.NodeName = "node-2"
+	running := bound.DeepCopy()
+	running.Status.Phase = v1.PodRunning
+	tolerating := running.DeepCopy()
+	tolerating.Spec.Tolerations = []v1.Toleration{{Key: "k", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute}}
+	rec := podcache.NewRecord
 
-	h.OnAdd(rec, false)
-	h.OnUpdate(oldRec, rec)
-	h.OnDelete(rec)
-	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "default/web", Obj: oldRec})
-	nodes.OnDelete(rec)
-	o, p := podcache.Trim(old), podcache.Trim(pod)
-	assert.Equal(t, [][2]*v1.Pod{{nil, p}, {o, p}, {p, nil}, {o, nil}}, r.pods)
+	h.OnAdd(rec(pending), false)
+	h.OnUpdate(rec(pending), rec(bound))      // bound: passed on
+	h.OnUpdate(rec(bound), rec(running))      // a status update: dropped
+	h.OnUpdate(rec(running), rec(tolerating)) // tolerations changed: passed on
+	h.OnDelete(rec(tolerating))
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "default/web", Obj: rec(bound)})
+	nodes.OnDelete(rec(bound))
+
+	ref := func(p *v1.Pod) manager.PodRef {
+		return manager.PodRef{Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName, UID: p.UID}
+	}
+	assert.Equal(t, []changed{
+		{ref(pending), false}, {ref(bound), false}, {ref(tolerating), false},
+		{ref(tolerating), true}, {ref(bound), true},
+	}, r.changed)
+	assert.Empty(t, r.pods)
 	assert.Len(t, errs, 1, "the node handler logs the record it cannot use: %q", errs)
 	assert.Empty(t, r.nodes)
+}
+
+// A record with resource claims goes to the manager as its pod, which
+// compares the claims (a device taint's decision reads them).
+func TestPodHandlerComparesClaimsAsPods(t *testing.T) {
+	var r recorder
+	var errs []string
+	h := app.PodHandler(&r, errorLog(&errs))
+	old := testPod("web", "uid-1")
+	old.Spec.NodeName = "node-2"
+	old.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("web-gpu")}}
+	pod := old.DeepCopy()
+	pod.Status.Phase = v1.PodRunning
+
+	h.OnUpdate(podcache.NewRecord(old), podcache.NewRecord(pod))
+	assert.Equal(t, [][2]*v1.Pod{{podcache.Trim(old), podcache.Trim(pod)}}, r.pods)
+	assert.Empty(t, r.changed)
+	assert.Empty(t, errs)
 }
 
 func TestNodeHandler(t *testing.T) {

@@ -1,6 +1,8 @@
 package podcache
 
 import (
+	"slices"
+	"time"
 	"unique"
 
 	v1 "k8s.io/api/core/v1"
@@ -184,6 +186,46 @@ func (r *Record) PodGroupName() string {
 		return ""
 	}
 	return *r.rare.schedulingGroup.PodGroupName
+}
+
+// BoundAt is tolerations.PodBoundAt of the record's pod, without making
+// the pod: the time of its True PodScheduled condition and true, or the
+// zero Time and false.
+func (r *Record) BoundAt() (time.Time, bool) {
+	if r == nil {
+		return time.Time{}, false
+	}
+	for i := range r.conditions {
+		c := &r.conditions[i]
+		if c.Type != v1.PodScheduled {
+			continue
+		}
+		if c.Status != v1.ConditionTrue || c.LastTransitionTime.IsZero() {
+			return time.Time{}, false
+		}
+		return c.LastTransitionTime.Time, true
+	}
+	return time.Time{}, false
+}
+
+// SameTaintInputs reports whether r and o are the same pod (UID) on the
+// same node with the same tolerations, and neither has resource claims:
+// then a taint decision for one is the decision for the other, whatever
+// else changed (status updates, mostly). False means they may differ; for
+// records with claims, compare their pods.
+func (r *Record) SameTaintInputs(o *Record) bool {
+	if r == nil || o == nil {
+		return r == o
+	}
+	return r.uid == o.uid && r.nodeName == o.nodeName && !r.HasClaims() && !o.HasClaims() &&
+		slices.Equal(r.tolerations, o.tolerations)
+}
+
+// HasClaims reports whether the pod names resource claims or has their
+// statuses: what a device taint's decision reads.
+func (r *Record) HasClaims() bool {
+	return r != nil && r.rare != nil && (r.rare.resourceClaims != nil ||
+		r.rare.resourceClaimStatuses != nil || r.rare.extendedResourceClaimStatus != nil)
 }
 
 // value is h's string, "" for the zero handle (of a zero Record).

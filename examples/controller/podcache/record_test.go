@@ -250,3 +250,47 @@ func ExampleRecord() {
 	// shop web node-a
 	// 1 60 0
 }
+
+// SameTaintInputs tells a status update from one that may change a taint
+// decision, so that a handler need not turn records back into pods to
+// compare them.
+func TestRecordSameTaintInputs(t *testing.T) {
+	base := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-1", ResourceVersion: "1"},
+		Spec: v1.PodSpec{NodeName: "node-1", Tolerations: []v1.Toleration{
+			{Key: "k", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](30)},
+		}},
+	}
+	change := func(f func(p *v1.Pod)) *podcache.Record {
+		p := base.DeepCopy()
+		f(p)
+		return podcache.NewRecord(p)
+	}
+	r := podcache.NewRecord(base)
+	for name, tc := range map[string]struct {
+		other *podcache.Record
+		same  bool
+	}{
+		"itself":            {r, true},
+		"a status update":   {change(func(p *v1.Pod) { p.ResourceVersion = "2"; p.Status.Phase = v1.PodRunning }), true},
+		"another UID":       {change(func(p *v1.Pod) { p.UID = "uid-2" }), false},
+		"another node":      {change(func(p *v1.Pod) { p.Spec.NodeName = "node-2" }), false},
+		"longer toleration": {change(func(p *v1.Pod) { p.Spec.Tolerations[0].TolerationSeconds = ptr.To[int64](60) }), false},
+		"no toleration":     {change(func(p *v1.Pod) { p.Spec.Tolerations = nil }), false},
+		"resource claims": {change(func(p *v1.Pod) {
+			p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("web-gpu")}}
+		}), false},
+		"nil": {nil, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.same, r.SameTaintInputs(tc.other))
+			assert.Equal(t, tc.same, tc.other.SameTaintInputs(r))
+		})
+	}
+	withClaims := change(func(p *v1.Pod) {
+		p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("web-gpu")}}
+	})
+	assert.True(t, withClaims.HasClaims())
+	assert.False(t, r.HasClaims())
+	assert.False(t, withClaims.SameTaintInputs(withClaims), "records with claims are compared as pods")
+}

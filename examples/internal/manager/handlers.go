@@ -63,6 +63,16 @@ func (m *Manager) handle(pod *v1.Pod, node *v1.Node, now time.Time) bool {
 	return true
 }
 
+// mayEvictOn reports whether the named node may have a NoExecute taint:
+// it has one in the cache, or it could not be read.
+func (m *Manager) mayEvictOn(name string) bool {
+	node, err := m.cfg.GetNode(name)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	return err != nil || hasNoExecute(node)
+}
+
 // hasNoExecute reports whether node exists and has a NoExecute taint.
 func hasNoExecute(node *v1.Node) bool {
 	if node == nil {
@@ -96,6 +106,13 @@ func (m *Manager) handlePod(_ context.Context, u podUpdate) error {
 			// means an error allocated per pod.
 			return nil
 		}
+	}
+	if !removed && m.cfg.Devices == nil && !m.holdsAnything(u.key()) && !m.mayEvictOn(u.NodeName) {
+		// Nothing scheduled to cancel, and no NoExecute taint on the node to
+		// schedule one for: the common update, and every pod's at start-up,
+		// decided without reading the pod. (What the countdowns remember of
+		// the pod, its node's handler forgets when the taint goes.)
+		return nil
 	}
 	pod, err := m.cfg.GetPod(u.Namespace, u.Name)
 	switch {

@@ -248,6 +248,14 @@ func (m *Manager) NodeUpdated(old, new *v1.Node) {
 	if name == "" || old != nil && new != nil && apiequality.Semantic.DeepEqual(oldTaints, newTaints) {
 		return
 	}
+	if old == nil && len(newTaints) == 0 && m.cfg.Devices == nil {
+		// A node added with no NoExecute taint: nothing on it to evict, and
+		// nothing scheduled for its pods to cancel (a node deleted before,
+		// under the name, had its pods' evictions cancelled then). Each of
+		// its pods is decided on its own update; so a start-up, when every
+		// node is added, does not read every pod once for its node too.
+		return
+	}
 	m.dispatcher.AddHigh(name)
 }
 
@@ -278,14 +286,33 @@ func (m *Manager) PodUpdated(old, new *v1.Pod) {
 		(m.cfg.Devices == nil || claimsEqual(old, new)) {
 		return
 	}
-	if p.Spec.NodeName == "" {
+	m.PodChanged(PodRef{Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName, UID: p.UID}, new == nil)
+}
+
+// PodRef names a pod for [Manager.PodChanged]: all the manager keeps of an
+// update until it handles it (and then reads the pod through
+// Config.GetPod).
+type PodRef struct {
+	Namespace, Name, NodeName string
+	UID                       types.UID
+}
+
+// PodChanged tells the manager that the pod p was added, deleted (deleted
+// is true) or updated in a way that may change its decision: its node name,
+// tolerations or UID (or, with Config.Devices, its ResourceClaims). It is
+// [Manager.PodUpdated] for a caller that filters updates itself, from
+// objects that are not *v1.Pod (an informer caching podcache.Records): it
+// needs no pod, and it does not feed the countdowns, so use it only with
+// Config.Countdowns set and fed by the caller. It never blocks.
+func (m *Manager) PodChanged(p PodRef, deleted bool) {
+	if p.NodeName == "" {
 		// Unscheduled: no taint applies. Queuing it under the empty shard key
 		// would pile every pending pod onto one shard for nothing; when it is
 		// bound, its update (new node name) brings it here again.
 		return
 	}
-	u := podUpdate{Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName}
-	if new == nil {
+	u := podUpdate{Namespace: p.Namespace, Name: p.Name, NodeName: p.NodeName}
+	if deleted {
 		u.Deleted = m.status.uidHash(p.UID)
 	}
 	m.dispatcher.AddLow(u)

@@ -9,8 +9,9 @@
 //
 //  1. start-up: each controller started --rounds times, alternating, on the
 //     same cluster: time, CPU-seconds and RSS when its caches synced (its
-//     log line) and when it went idle (every initial object handled); in
-//     the first round also --idle of steady state (RSS, CPU, goroutines);
+//     log line) and when it went idle (every initial object handled); with
+//     no pods and in the first round also --idle of steady state (RSS, CPU,
+//     goroutines); with --taintkit-before, an earlier build beside it;
 //  2. the zone outage, for taintkit-noexecute, upstream's controller, and
 //     taintkit-noexecute with --eviction-rate=50 --eviction-burst=50, each
 //     on a cluster of its own (the first reuses phase 1's): every tenth
@@ -45,9 +46,10 @@ import (
 type config struct {
 	nodes, pods, rounds, workers int
 	qps, burst                   int
-	idle, long, timeout          time.Duration
+	idle, long, timeout, settle  time.Duration
 	ours, upstream, out, deploy  string
 	phases, outages              string
+	before                       string
 }
 
 func main() {
@@ -61,8 +63,10 @@ func main() {
 	flag.DurationVar(&cfg.idle, "idle", 150*time.Second, "how long steady state is measured (longer than the Go runtime's forced GC period, 2 min, so that the start-up's garbage is collected and returned)")
 	flag.DurationVar(&cfg.long, "long-toleration", time.Minute, "the unreachable toleration of the pods that do not leave at once")
 	flag.DurationVar(&cfg.timeout, "outage-timeout", 20*time.Minute, "how long an outage may take")
+	flag.DurationVar(&cfg.settle, "settle", 5*time.Second, "how long after an outage's last deletion its requests are still counted (the events still queued)")
 	flag.StringVar(&cfg.ours, "taintkit", "", "taintkit-noexecute's binary (default: built)")
 	flag.StringVar(&cfg.upstream, "upstream", "", "bench/upstream-controller's binary (required)")
+	flag.StringVar(&cfg.before, "taintkit-before", "", "an earlier build of taintkit-noexecute, started beside it in the start-up phase as taintkit-before (hack/footprint.sh)")
 	flag.StringVar(&cfg.out, "out", "scale-results", "directory for the results")
 	flag.StringVar(&cfg.deploy, "deploy", "deploy", "examples/controller/deploy, for the controller's RBAC")
 	flag.StringVar(&cfg.phases, "phases", "startup,outage", "startup, outage, or both")
@@ -83,7 +87,7 @@ type kind struct {
 	upstream                           bool
 }
 
-func kinds(cfg config) (ours, upstream, trimmed, rated kind) {
+func kinds(cfg config) (ours, upstream, trimmed, rated, before kind) {
 	q, b := strconv.Itoa(cfg.qps), strconv.Itoa(cfg.burst)
 	oursArgs := func(extra ...string) func(cl *cluster) []string {
 		return func(cl *cluster) []string {
@@ -103,7 +107,9 @@ func kinds(cfg config) (ours, upstream, trimmed, rated kind) {
 	upstream = kind{name: "upstream", bin: cfg.upstream, syncedLine: "Caches are synced", metricsFlag: "--metrics-bind-address", args: upArgs("managedfields"), upstream: true}
 	trimmed = upstream
 	trimmed.name, trimmed.args = "upstream-trimmed", upArgs("unread")
-	return ours, upstream, trimmed, rated
+	before = ours
+	before.name, before.bin = "taintkit-before", cfg.before
+	return ours, upstream, trimmed, rated, before
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -125,7 +131,11 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer rep.close()
-	ours, upstream, trimmed, rated := kinds(cfg)
+	ours, upstream, trimmed, rated, before := kinds(cfg)
+	started := []kind{ours, upstream, trimmed}
+	if cfg.before != "" {
+		started = []kind{ours, before, upstream, trimmed}
+	}
 
 	cl, err := newPopulated(ctx, cfg, rep, "cluster-1", func(cl *cluster) error {
 		// Each controller's memory with no pods: what a per-pod slope
@@ -133,7 +143,10 @@ func run(ctx context.Context, cfg config) error {
 		if !hasPhase(cfg, "startup") {
 			return nil
 		}
-		for _, k := range []kind{ours, upstream} {
+		for _, k := range started {
+			if k.name == trimmed.name {
+				continue // with no pods, nothing to trim
+			}
 			if err := startup(ctx, cfg, rep, cl, k, 0); err != nil {
 				return err
 			}
@@ -154,7 +167,7 @@ func run(ctx context.Context, cfg config) error {
 	defer stopCluster()
 	if hasPhase(cfg, "startup") {
 		for round := 1; round <= cfg.rounds; round++ {
-			for _, k := range []kind{ours, upstream, trimmed} {
+			for _, k := range started {
 				if err := startup(ctx, cfg, rep, cl, k, round); err != nil {
 					return err
 				}
@@ -264,8 +277,12 @@ func startup(ctx context.Context, cfg config, rep *report, cl *cluster, k kind, 
 	rep.logf("%s %s: synced %.1f s (CPU %.1f s, RSS %.0f MiB); idle %.1f s (CPU %.1f s, RSS %.0f MiB, peak %.0f MiB)", k.name, run,
 		p.syncedAt.Sub(p.started).Seconds(), atSync.CPU.Seconds(), mib(atSync.RSS),
 		idleAt.Sub(p.started).Seconds(), atIdle.CPU.Seconds(), mib(atIdle.RSS), mib(atIdle.Peak))
-	if round != 1 {
+	if round > 1 {
 		return nil
+	}
+	steady := "steady"
+	if round == 0 {
+		steady = "no-pods-steady"
 	}
 	srvBefore := readServers(api, etcd)
 	select {
@@ -276,12 +293,14 @@ func startup(ctx context.Context, cfg config, rep *report, cl *cluster, k kind, 
 	end := p.usage()
 	srv = readServers(api, etcd)
 	cpuPerMin := (end.CPU - atIdle.CPU).Seconds() / time.Since(idleAt).Minutes()
-	rep.add(k.name, "steady", "steady_rss_mib", mib(end.RSS), "MiB", srv)
-	rep.add(k.name, "steady", "steady_rss_kib_per_pod", float64(end.RSS)/1024/float64(cl.pods), "KiB", srv)
-	rep.add(k.name, "steady", "steady_cpu_seconds_per_minute", cpuPerMin, "s", srv)
-	rep.add(k.name, "steady", "steady_goroutines", float64(p.goroutines(ctx)), "", srv)
-	rep.add("apiserver", "steady-"+k.name, "idle_cpu_seconds_per_minute", (srv.APIServer.CPU-srvBefore.APIServer.CPU).Seconds()/cfg.idle.Minutes(), "s", srv)
-	rep.logf("%s steady: RSS %.0f MiB (%.2f KiB a pod), CPU %.3f s a minute", k.name, mib(end.RSS), float64(end.RSS)/1024/float64(cl.pods), cpuPerMin)
+	rep.add(k.name, steady, "steady_rss_mib", mib(end.RSS), "MiB", srv)
+	if round == 1 {
+		rep.add(k.name, steady, "steady_rss_kib_per_pod", float64(end.RSS)/1024/float64(cl.pods), "KiB", srv)
+	}
+	rep.add(k.name, steady, "steady_cpu_seconds_per_minute", cpuPerMin, "s", srv)
+	rep.add(k.name, steady, "steady_goroutines", float64(p.goroutines(ctx)), "", srv)
+	rep.add("apiserver", steady+"-"+k.name, "idle_cpu_seconds_per_minute", (srv.APIServer.CPU-srvBefore.APIServer.CPU).Seconds()/cfg.idle.Minutes(), "s", srv)
+	rep.logf("%s %s: RSS %.0f MiB, CPU %.3f s a minute", k.name, steady, mib(end.RSS), cpuPerMin)
 	return nil
 }
 
@@ -315,7 +334,7 @@ func zoneOutage(ctx context.Context, cfg config, rep *report, cl *cluster, k kin
 	backlog := func(pods int) time.Duration {
 		return time.Duration(perPod*float64(pods)/(rate*0.9)*float64(time.Second)) + cfg.long
 	}
-	out, err := runOutage(ctx, cl, p, o, cfg.long, cfg.timeout, backlog)
+	out, err := runOutage(ctx, cl, p, o, cfg.long, cfg.timeout, cfg.settle, backlog)
 	if err != nil {
 		return err
 	}

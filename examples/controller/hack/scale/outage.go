@@ -113,7 +113,7 @@ func (w *deletionWatch) count(names map[string]bool) int {
 // runOutage taints every tenth node with node.kubernetes.io/unreachable
 // NoExecute (TimeAdded set) while p runs, and waits until every pod on them
 // is deleted or timeout passes.
-func runOutage(ctx context.Context, cl *cluster, p *controllerProc, o *oracle.Oracle, long, timeout time.Duration, backlog func(pods int) time.Duration) (*outage, error) {
+func runOutage(ctx context.Context, cl *cluster, p *controllerProc, o *oracle.Oracle, long, timeout, settle time.Duration, backlog func(pods int) time.Duration) (*outage, error) {
 	w, err := watchDeletions(ctx, cl)
 	if err != nil {
 		return nil, err
@@ -173,9 +173,9 @@ func runOutage(ctx context.Context, cl *cluster, p *controllerProc, o *oracle.Or
 	}
 	w.mu.Unlock()
 	// Requests still in flight at the last deletion (events) are counted
-	// for 5 s more.
-	time.Sleep(5 * time.Second)
-	out.Requests, out.FirstWrites, err = countRequests(cl.env.AuditLogPath(), out.Tainted, end.Add(5*time.Second))
+	// for --settle more.
+	time.Sleep(settle)
+	out.Requests, out.FirstWrites, err = countRequests(cl.env.AuditLogPath(), out.Tainted, end.Add(settle))
 	if err != nil {
 		return nil, err
 	}
