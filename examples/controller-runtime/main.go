@@ -47,7 +47,7 @@ func main() {
 			BindAddress:   metricsAddr,
 			SecureServing: true,
 			// A rejected token is 401, not controller-runtime's filter's 500.
-			FilterProvider: metricsauth.New,
+			FilterProvider: metricsauth.NewAs[metricsserver.Filter],
 			// No HTTP/2: CVE-2023-44487 and CVE-2023-39325, as kubebuilder's scaffold does.
 			TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
 		},

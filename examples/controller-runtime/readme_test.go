@@ -34,7 +34,7 @@ func runControllers(ctx context.Context, cfg *rest.Config, metricsAddr, probeAdd
 			SecureServing: true,
 			// 401 for a token the API server rejects; 500 only when it
 			// cannot be asked.
-			FilterProvider: metricsauth.New,
+			FilterProvider: metricsauth.NewAs[metricsserver.Filter],
 		},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          true,

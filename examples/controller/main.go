@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
-	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
 )
@@ -70,9 +69,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	logger := klog.Background().WithName(app.Component)
 	ctx = klog.NewContext(ctx, logger)
-	// controller-runtime's certificate watcher (--metrics-cert-dir) logs
-	// through its own global logger: to klog, with ours.
-	crlog.SetLogger(logger)
 	switch err := app.Run(ctx, cfg, o); {
 	case err == nil:
 		logger.Info("Stopped")

@@ -90,7 +90,7 @@ func (h *harness) startReplica(o replicaOptions) *replica {
 	}
 	opts := ctrl.Options{
 		Metrics: metricsserver.Options{BindAddress: metricsAddr, SecureServing: true,
-			FilterProvider: metricsauth.New},
+			FilterProvider: metricsauth.NewAs[metricsserver.Filter]},
 		HealthProbeBindAddress: probeAddr,
 		// Two managers in one process (a leader and a standby) register
 		// controllers of the same name.

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/taintkit/taintkit/examples/internal/kube"
+	"github.com/taintkit/taintkit/examples/internal/kube/kubecr"
 	"github.com/taintkit/taintkit/examples/internal/manager"
 	"github.com/taintkit/taintkit/tolerations"
 )
@@ -128,7 +129,7 @@ func (r *Runnable) SetupWithManager(mgr ctrlmanager.Manager) error {
 	if _, err := r.pods.AddEventHandler(handler(r.observePod)); err != nil {
 		return fmt.Errorf("noexecute: add pod handler: %w", err)
 	}
-	cfg.Client = &kube.PodClient{API: kube.ControllerRuntimeAPI(mgr.GetClient()), GetPod: r.getPod}
+	cfg.Client = &kube.PodClient{API: kubecr.PodAPI(mgr.GetClient()), GetPod: r.getPod}
 	cfg.Recorder = eventRecorder{mgr.GetEventRecorder(r.Name)}
 	cfg.Logger = &log
 	cfg.Metrics, cfg.QueueMetrics, cfg.DispatcherMetrics = r.metrics, r.metrics.Queue(), r.metrics.Dispatcher()

@@ -356,7 +356,7 @@ func controllerActions(t *testing.T, o app.Options) []clienttesting.Action {
 	return actions
 }
 
-// metricsAuthCalls are the calls of controller-runtime's authenticating
+// metricsAuthCalls are the calls of metricsauth's authenticating
 // filter, made for a request to the metrics server with --metrics-secure:
 // a TokenReview of its bearer token and a SubjectAccessReview of its path.
 // A fake clientset cannot stand in for the API server there (the filter

@@ -27,7 +27,7 @@ func RunWithEventsClient(ctx context.Context, client, leaderClient, eventsClient
 }
 
 // RunWithMetricsFilter is RunWithClients with filter in front of the
-// metrics server, where Run puts controller-runtime's authenticating one.
+// metrics server, where Run puts metricsauth's authenticating one.
 func RunWithMetricsFilter(ctx context.Context, client kubernetes.Interface, filter MetricsFilter, o Options) error {
 	return run(ctx, clients{api: client, leader: client, events: client, metricsFilter: filter}, o)
 }

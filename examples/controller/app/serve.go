@@ -14,7 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/tools/leaderelection"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/taintkit/taintkit/examples/controller/metricsauth"
 )
 
 // servers are the /metrics server and the /healthz and /readyz server.
@@ -28,11 +29,10 @@ type servers struct {
 
 // MetricsFilter wraps the metrics server's handler: with
 // [Options.MetricsSecure], every request to /metrics and /debug/evictions
-// goes through it. [Run] uses controller-runtime's
-// filters.WithAuthenticationAndAuthorization, which authenticates the
+// goes through it. [Run] uses [metricsauth.New]'s, which authenticates the
 // request's bearer token with a TokenReview and authorizes its verb on its
 // path (a non-resource URL) with a SubjectAccessReview.
-type MetricsFilter = metricsserver.Filter
+type MetricsFilter = metricsauth.Filter
 
 // listen binds both servers' addresses ("0" disables a server), so that a
 // bad or busy address fails Run before anything starts. The metrics server
@@ -89,8 +89,8 @@ func listen(o Options, log logr.Logger, reg *prometheus.Registry, watchdog *lead
 		s.health = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	if s.metrics != nil && o.MetricsSecure {
-		// Last: a certificate watcher holds a file watch until serve's
-		// shutdown stops it, and nothing after this can fail.
+		// Last: a failure here closes both listeners. The certificate
+		// files are polled from serve on, until shutdown.
 		if s.metrics.TLSConfig, s.watchCert, err = servingTLS(o); err != nil {
 			for _, l := range []net.Listener{s.metricsL, s.healthL} {
 				if l != nil {

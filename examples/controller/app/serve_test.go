@@ -64,7 +64,7 @@ func getAs(t *testing.T, url, token string) (int, string, *tls.ConnectionState) 
 // self-signed.
 var insecureClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 
-// tokenFilter stands in for controller-runtime's authenticating filter,
+// tokenFilter stands in for metricsauth's authenticating filter,
 // which needs a real API server (integration/serving_test.go runs it
 // there): a request with the token allowed for its path passes, one
 // without a token gets 401, one with another token 403. It records the

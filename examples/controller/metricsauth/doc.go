@@ -15,4 +15,22 @@
 // controller-runtime's filter (v0.25) answers a rejected token with 500 and
 // an error log line per request: a scraper with an expired token looks like
 // a broken controller, and floods its log.
+//
+// Answers are cached as that filter caches them (k8s.io/apiserver's token
+// cache and delegating authorizer): a TokenReview's, accepted or rejected,
+// for [TokenCacheTTL], by a SHA-256 digest of the token; a
+// SubjectAccessReview's for [AllowCacheTTL] if it allowed the request and
+// [DenyCacheTTL] if not, by user, groups, extra, verb and path. A review
+// that could not be made is not cached; a SubjectAccessReview that failed
+// for a reason that may pass (a connection reset, 429, 500, 504) is tried
+// five times over about 5.6 s first. Each cache holds at most [CacheSize]
+// answers, so that a client sending random tokens costs reviews but not
+// memory. The caches are the package's own, and the reviews go through
+// client-go's typed clients: a binary that imports metricsauth links
+// neither k8s.io/apiserver nor controller-runtime, whose filter brings CEL,
+// gRPC and OpenTelemetry with it.
+//
+// [Filter] has the shape of controller-runtime's metricsserver.Filter; a
+// controller-runtime manager takes the filter as
+// metricsserver.Options{FilterProvider: metricsauth.NewAs[metricsserver.Filter]}.
 package metricsauth

@@ -5,6 +5,8 @@
 // ([PodClient]).
 //
 // It is internal to examples/: both controllers import it, users cannot.
-// Package kubetest holds what both controllers' tests use: a fake API server
+// Package kubecr puts the pod client on a controller-runtime client, apart
+// so that examples/controller does not link controller-runtime. Package
+// kubetest holds what both controllers' tests use: a fake API server
 // that checks UIDs as the real one does, and readers of gathered metrics.
 package kube

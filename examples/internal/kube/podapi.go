@@ -3,22 +3,25 @@ package kube
 import (
 	"context"
 
-	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// PodAPI sends a [PodClient]'s three requests: a strategic merge patch of
-// pods/status, a DELETE of a pod, and a create of pods/eviction. Make one
-// with [ClientsetAPI] or [ControllerRuntimeAPI].
+// PodAPI sends a [PodClient]'s three requests. Make one with
+// [ClientsetAPI], or on a controller-runtime client with package kubecr's
+// PodAPI (a package of its own, so that a binary on a clientset does not
+// link controller-runtime).
 type PodAPI interface {
-	patchStatus(ctx context.Context, namespace, name string, patch []byte) error
-	delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
-	evict(ctx context.Context, eviction *policyv1.Eviction) error
+	// PatchStatus sends patch, a strategic merge patch, to the pod's
+	// status subresource.
+	PatchStatus(ctx context.Context, namespace, name string, patch []byte) error
+	// Delete deletes the pod with opts.
+	Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
+	// Evict creates eviction on its pod's eviction subresource.
+	Evict(ctx context.Context, eviction *policyv1.Eviction) error
 }
 
 // ClientsetAPI returns a PodAPI that sends the requests with c.
@@ -26,16 +29,16 @@ func ClientsetAPI(c kubernetes.Interface) PodAPI { return clientsetAPI{c} }
 
 type clientsetAPI struct{ c kubernetes.Interface }
 
-func (a clientsetAPI) patchStatus(ctx context.Context, namespace, name string, patch []byte) error {
+func (a clientsetAPI) PatchStatus(ctx context.Context, namespace, name string, patch []byte) error {
 	_, err := a.c.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	return err
 }
 
-func (a clientsetAPI) delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+func (a clientsetAPI) Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
 	return a.c.CoreV1().Pods(namespace).Delete(ctx, name, opts)
 }
 
-func (a clientsetAPI) evict(ctx context.Context, eviction *policyv1.Eviction) error {
+func (a clientsetAPI) Evict(ctx context.Context, eviction *policyv1.Eviction) error {
 	// client-go retries a 429 that carries Retry-After, up to 10 times,
 	// inside the call: a budget whose status is stale ("still being
 	// processed", Retry-After: 10) would hold an eviction slot for some 100 s.
@@ -48,29 +51,4 @@ func (a clientsetAPI) evict(ctx context.Context, eviction *policyv1.Eviction) er
 	}
 	// A fake clientset has no REST client: its typed call is the same request.
 	return a.c.PolicyV1().Evictions(eviction.Namespace).Evict(ctx, eviction)
-}
-
-// ControllerRuntimeAPI returns a PodAPI that sends the requests with c, a
-// controller-runtime manager's client (so that its interceptors see them).
-func ControllerRuntimeAPI(c client.Client) PodAPI { return controllerRuntimeAPI{c} }
-
-type controllerRuntimeAPI struct{ c client.Client }
-
-func pod(namespace, name string) *v1.Pod {
-	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-}
-
-func (a controllerRuntimeAPI) patchStatus(ctx context.Context, namespace, name string, patch []byte) error {
-	return a.c.Status().Patch(ctx, pod(namespace, name), client.RawPatch(types.StrategicMergePatchType, patch))
-}
-
-func (a controllerRuntimeAPI) delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
-	// Not as client.DeleteOptions.Raw: the client overwrites Raw's
-	// preconditions, grace period and policy with its own fields.
-	return a.c.Delete(ctx, pod(namespace, name), &client.DeleteOptions{GracePeriodSeconds: opts.GracePeriodSeconds,
-		Preconditions: opts.Preconditions, PropagationPolicy: opts.PropagationPolicy, DryRun: opts.DryRun})
-}
-
-func (a controllerRuntimeAPI) evict(ctx context.Context, eviction *policyv1.Eviction) error {
-	return a.c.SubResource("eviction").Create(ctx, pod(eviction.Namespace, eviction.Name), eviction)
 }

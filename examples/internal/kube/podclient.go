@@ -71,7 +71,7 @@ func (c *PodClient) SetPodCondition(ctx context.Context, namespace, name string,
 	if err != nil {
 		return fmt.Errorf("kube: marshal status patch of pod %s/%s: %w", namespace, name, err)
 	}
-	err = c.API.patchStatus(ctx, namespace, name, data)
+	err = c.API.PatchStatus(ctx, namespace, name, data)
 	if uid != "" && isUIDMismatch(err) {
 		return apierrors.NewConflict(v1.Resource("pods"), name,
 			fmt.Errorf("the pod is no longer the one with UID %s: %w", uid, err))
@@ -105,7 +105,7 @@ func (c *PodClient) DeletePod(ctx context.Context, namespace, name string, opts 
 	if c.BeforeDelete != nil {
 		c.BeforeDelete(ctx, c.podForHook(namespace, name, opts))
 	}
-	return c.API.delete(ctx, namespace, name, opts)
+	return c.API.Delete(ctx, namespace, name, opts)
 }
 
 // EvictPod evicts the pod through the Eviction API: it creates a policy/v1
@@ -123,7 +123,7 @@ func (c *PodClient) EvictPod(ctx context.Context, namespace, name string, opts m
 	if c.BeforeDelete != nil {
 		c.BeforeDelete(ctx, c.podForHook(namespace, name, opts))
 	}
-	return c.API.evict(ctx, &policyv1.Eviction{
+	return c.API.Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Namespace: namespace, Name: name},
 		DeleteOptions: &opts,
 	})

@@ -1,4 +1,4 @@
-package kube_test
+package kubecr_test
 
 import (
 	"context"
@@ -9,14 +9,29 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/taintkit/taintkit/examples/internal/kube"
+	"github.com/taintkit/taintkit/examples/internal/kube/kubecr"
 	"github.com/taintkit/taintkit/examples/internal/kube/kubetest"
+	"github.com/taintkit/taintkit/tolerations"
 )
+
+// disruptionTarget is the condition the manager sets.
+var disruptionTarget = v1.PodCondition{
+	Type:    v1.DisruptionTarget,
+	Status:  v1.ConditionTrue,
+	Reason:  tolerations.ReasonDeletionByTaintManager,
+	Message: "Taint manager: deleting due to NoExecute taint",
+}
+
+func uidOptions(uid types.UID) metav1.DeleteOptions {
+	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+}
 
 // On a controller-runtime client the PodClient sends the same three
 // requests as on a clientset, through the client (its interceptors see
@@ -27,7 +42,7 @@ func TestPodClientOnControllerRuntime(t *testing.T) {
 	pod := kubetest.Pod("web", "uid-1")
 	base := fake.NewClientBuilder().WithObjects(pod).WithStatusSubresource(&v1.Pod{}).Build()
 	var sent []string
-	c := &kube.PodClient{API: kube.ControllerRuntimeAPI(interceptor.NewClient(base, interceptor.Funcs{
+	c := &kube.PodClient{API: kubecr.PodAPI(interceptor.NewClient(base, interceptor.Funcs{
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 			data, err := patch.Data(obj)
 			require.NoError(t, err)
