@@ -330,7 +330,7 @@ func controllerActions(t *testing.T, o app.Options) []clienttesting.Action {
 			require.NoError(t, err)
 			synctest.Wait()
 		}
-		// Cancelled twice: the second, identical event is a patch.
+		// Cancelled twice: the second, identical event is created too.
 		for range 2 {
 			node.Spec.Taints = nil
 			update(node)

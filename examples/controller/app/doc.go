@@ -10,8 +10,10 @@
 // the pod with its UID as precondition, so a pod recreated under the same
 // name is never deleted in its predecessor's place. Events ("Scheduled for
 // deletion at …", "Marking for deletion", "Cancelling deletion") go through
-// two EventBroadcasters, one for the countdowns' events, on a client of
-// their own (Options.EventsQPS and EventsBurst).
+// an event sink of its own with two bounded queues, one for the countdowns'
+// events, written by several goroutines each on a client of their own
+// (Options.EventsQPS and EventsBurst); an event that cannot be written is
+// counted in taintkit_events_dropped_total.
 //
 // # Safe eviction
 //
@@ -70,7 +72,7 @@
 //
 // The controller lists and watches nodes and pods, patches pods/status and
 // deletes pods (without UseEvictionAPI, or for its fallback), creates
-// pods/eviction (with UseEvictionAPI), creates and patches events, creates
+// pods/eviction (with UseEvictionAPI), creates events, creates
 // TokenReviews and SubjectAccessReviews (with MetricsSecure), and gets,
 // creates and updates its Lease; with DeviceTaints it lists and watches
 // resourceslices, resourceclaims and devicetaintrules and patches

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -10,32 +11,43 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/taintkit/taintkit/examples/controller/app"
+	"github.com/taintkit/taintkit/examples/internal/kube/kubetest"
 )
 
 // The countdowns' events have a queue of their own: while the API server
 // holds their writes up (as a backlog of a thousand would), an eviction's
 // "Marking for deletion" is still written. (With one queue, the eviction's
 // event waited behind every countdown's, and client-go dropped what did not
-// fit in the queue.)
+// fit in the queue.) There are more countdowns than the sink has writers
+// for a queue, so that one queue would have all of its writers held.
 func TestRunEvictionEventsDoNotWaitForCountdowns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		now := time.Now()
-		client := newFakeAPI(
+		objs := []runtime.Object{
 			taintedNode("node-1", now),
 			boundPod("web", "uid-web", "node-1", now, nil),
 			boundPod("batch", "uid-batch", "node-1", now, ptr.To(time.Hour)),
-		)
+		}
+		const more = 20
+		for i := range more {
+			objs = append(objs, boundPod(fmt.Sprint("batch-", i), types.UID(fmt.Sprint("uid-batch-", i)), "node-1", now, ptr.To(time.Hour)))
+		}
+		client := newFakeAPI(objs...)
 		eventsClient := newFakeAPI()
 		held := make(chan struct{})
 		slow := holdingEvents{Clientset: eventsClient, held: held, prefix: "Scheduled for deletion"}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- app.RunWithEventsClient(ctx, client, client, slow, testOptions()) }()
+		o := testOptions()
+		go func() { done <- app.RunWithEventsClient(ctx, client, client, slow, o) }()
 		synctest.Wait()
 
 		assert.False(t, podExists(t, client, "web"), "untolerated pod deleted")
@@ -50,8 +62,16 @@ func TestRunEvictionEventsDoNotWaitForCountdowns(t *testing.T) {
 			"Marking for deletion Pod default/web",
 		}, events(t, eventsClient, "web"))
 		assert.Len(t, events(t, eventsClient, "batch"), 1)
+		for i := range more {
+			assert.Len(t, events(t, eventsClient, fmt.Sprint("batch-", i)), 1)
+		}
 		cancel()
 		require.NoError(t, <-done)
+		for _, q := range []string{"countdowns", "evictions"} {
+			for _, reason := range []string{"queue_full", "write_failed", "shutdown"} {
+				kubetest.RequireValue(t, o.Registry, 0, app.MetricEventsDropped, "queue", q, "reason", reason)
+			}
+		}
 	})
 }
 
@@ -83,10 +103,13 @@ type holdingEventInterface struct {
 	h holdingEvents
 }
 
-func (e holdingEventInterface) CreateWithEventNamespace(event *v1.Event) (*v1.Event, error) {
+func (e holdingEventInterface) Create(ctx context.Context, event *v1.Event, opts metav1.CreateOptions) (*v1.Event, error) {
 	if strings.HasPrefix(event.Message, e.h.prefix) {
-		<-e.h.held
+		select {
+		case <-e.h.held:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	//lint:ignore SA1019 client-go's EventSinkImpl writes through this method
-	return e.EventInterface.CreateWithEventNamespace(event)
+	return e.EventInterface.Create(ctx, event, opts)
 }

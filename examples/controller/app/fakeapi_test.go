@@ -1,9 +1,6 @@
 package app_test
 
 import (
-	"fmt"
-	"sync/atomic"
-
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,29 +11,14 @@ import (
 	"github.com/taintkit/taintkit/examples/internal/kube/kubetest"
 )
 
-var (
-	podsResource   = v1.SchemeGroupVersion.WithResource("pods")
-	eventsResource = v1.SchemeGroupVersion.WithResource("events")
-)
+var podsResource = v1.SchemeGroupVersion.WithResource("pods")
 
 // newFakeAPI returns kubetest.NewClientset(objs...), which checks pods'
-// UIDs as the API server does, and also gives an event created under a
-// name that exists a suffix: the recorder names events after the clock,
-// which a synctest bubble stops, and the server would take both.
+// UIDs as the API server does. Events need nothing more: their names are
+// unique even when a synctest bubble stops the clock (eventSink), and the
+// tracker refuses a name that exists, as the server does.
 func newFakeAPI(objs ...runtime.Object) *fake.Clientset {
-	client := kubetest.NewClientset(objs...)
-	var eventNames atomic.Int64
-	client.PrependReactor("create", "events", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		ca := a.(clienttesting.CreateAction)
-		e := ca.GetObject().(*v1.Event)
-		if _, err := client.Tracker().Get(eventsResource, ca.GetNamespace(), e.Name); err != nil {
-			return false, nil, nil
-		}
-		e = e.DeepCopy()
-		e.Name = fmt.Sprintf("%s-%d", e.Name, eventNames.Add(1))
-		return true, e, client.Tracker().Create(eventsResource, e, ca.GetNamespace())
-	})
-	return client
+	return kubetest.NewClientset(objs...)
 }
 
 // testPod returns the pod default/name with uid, bound to node-1.

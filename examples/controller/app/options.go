@@ -82,8 +82,9 @@ type Options struct {
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 	// EventsQPS and EventsBurst bound the event sink's requests (the events'
-	// creates and patches), on a client of its own: events neither wait
-	// behind the deletions nor slow them.
+	// creates), on a client of its own: events neither wait behind the
+	// deletions nor slow them. The sink writes with several goroutines, so
+	// these bound its writes, not one request's latency.
 	EventsQPS   float32
 	EventsBurst int
 
@@ -167,7 +168,8 @@ type Options struct {
 	// test can recreate the pod there to see the precondition refuse the
 	// delete.
 	BeforeDelete func(ctx context.Context, pod *v1.Pod)
-	// Registry, if not nil, receives the controller's metrics ([kube.Metrics]).
+	// Registry, if not nil, receives the controller's metrics ([kube.Metrics]
+	// and [MetricEventsDropped]).
 	// Nil means a new registry per Run, with the Go runtime's and the
 	// process's metrics added, so that Runs in one process do not collide.
 	// The /metrics server serves the registry either way.
@@ -190,7 +192,8 @@ const (
 	// DefaultEventsQPS and DefaultEventsBurst let the events of a mass
 	// eviction keep up with it: each eviction records two events (its
 	// countdown and "Marking for deletion") for two pod writes, and the
-	// countdowns' events all come at once when a node is tainted.
+	// countdowns' events all come at once when a node is tainted (the
+	// sink's queues hold 16,384 events each meanwhile; eventSink).
 	DefaultEventsQPS              = 100
 	DefaultEventsBurst            = 200
 	DefaultShards                 = sharding.DefaultShards

@@ -81,8 +81,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return fmt.Errorf("app: clientset: %w", err)
 	}
 	// Events have a client of their own, with its own rate limiter: in a
-	// mass eviction they would otherwise queue behind the pod writes, and
-	// client-go's broadcaster drops what its queue cannot hold.
+	// mass eviction they would otherwise queue behind the pod writes (and
+	// their queues would fill and drop them; eventSink).
 	ecfg := rest.CopyConfig(cfg)
 	ecfg.QPS, ecfg.Burst = o.EventsQPS, o.EventsBurst
 	if fence != nil {
@@ -169,6 +169,10 @@ func run(ctx context.Context, cs clients, o Options) error {
 	if err != nil {
 		return fmt.Errorf("app: register metrics: %w", err)
 	}
+	eventsDropped, err := newEventsDropped(reg)
+	if err != nil {
+		return fmt.Errorf("app: register metrics: %w", err)
+	}
 	watchdog := newWatchdog(o)
 	pending := &EvictionsHandler{}
 	srv, err := listen(o, log, reg, watchdog, pending, cs.metricsFilter)
@@ -208,15 +212,15 @@ func run(ctx context.Context, cs clients, o Options) error {
 	srv.ready.Store(true)
 	log.Info("Informer caches synced")
 
-	ev := startEvents(informerCtx, cs.events)
-	defer ev.shutdown()
+	events := startEventSink(informerCtx, cs.events, eventsDropped)
+	defer events.shutdown()
 
 	c := &controller{
 		o:        o,
 		log:      log,
 		client:   cs.api,
 		cluster:  cl,
-		recorder: ev.recorder,
+		recorder: events,
 		metrics:  metrics,
 		pending:  pending,
 	}
