@@ -40,7 +40,7 @@ replace (
 
 require (
 	github.com/go-logr/logr v1.4.4
-	github.com/taintkit/taintkit v0.0.0
+	github.com/taintkit/taintkit v1.1.0
 	github.com/taintkit/taintkit/examples v0.0.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
