@@ -50,6 +50,7 @@ type config struct {
 	ours, upstream, out, deploy  string
 	phases, outages              string
 	before                       string
+	outageEvery                  int
 }
 
 func main() {
@@ -63,6 +64,7 @@ func main() {
 	flag.DurationVar(&cfg.idle, "idle", 150*time.Second, "how long steady state is measured (longer than the Go runtime's forced GC period, 2 min, so that the start-up's garbage is collected and returned)")
 	flag.DurationVar(&cfg.long, "long-toleration", time.Minute, "the unreachable toleration of the pods that do not leave at once")
 	flag.DurationVar(&cfg.timeout, "outage-timeout", 20*time.Minute, "how long an outage may take")
+	flag.IntVar(&cfg.outageEvery, "outage-every", 10, "the outage taints every this many nodes (1: all of them)")
 	flag.DurationVar(&cfg.settle, "settle", 5*time.Second, "how long after an outage's last deletion its requests are still counted (the events still queued)")
 	flag.StringVar(&cfg.ours, "taintkit", "", "taintkit-noexecute's binary (default: built)")
 	flag.StringVar(&cfg.upstream, "upstream", "", "bench/upstream-controller's binary (required)")
@@ -72,6 +74,10 @@ func main() {
 	flag.StringVar(&cfg.phases, "phases", "startup,outage", "startup, outage, or both")
 	flag.StringVar(&cfg.outages, "outages", "taintkit,upstream,taintkit-rate50", "the controllers whose outage is measured, in order")
 	flag.Parse()
+	if cfg.outageEvery < 1 {
+		fmt.Fprintln(os.Stderr, "scale: --outage-every must be at least 1")
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg); err != nil {
@@ -178,7 +184,7 @@ func run(ctx context.Context, cfg config) error {
 		return nil
 	}
 	var outages []kind
-	for _, k := range []kind{ours, upstream, rated} {
+	for _, k := range []kind{ours, before, upstream, rated} {
 		if slices.Contains(strings.Split(cfg.outages, ","), k.name) {
 			outages = append(outages, k)
 		}
@@ -334,7 +340,7 @@ func zoneOutage(ctx context.Context, cfg config, rep *report, cl *cluster, k kin
 	backlog := func(pods int) time.Duration {
 		return time.Duration(perPod*float64(pods)/(rate*0.9)*float64(time.Second)) + cfg.long
 	}
-	out, err := runOutage(ctx, cl, p, o, cfg.long, cfg.timeout, cfg.settle, backlog)
+	out, err := runOutage(ctx, cl, p, o, cfg.outageEvery, cfg.long, cfg.timeout, cfg.settle, backlog)
 	if err != nil {
 		return err
 	}

@@ -110,10 +110,10 @@ func (w *deletionWatch) count(names map[string]bool) int {
 	return n
 }
 
-// runOutage taints every tenth node with node.kubernetes.io/unreachable
-// NoExecute (TimeAdded set) while p runs, and waits until every pod on them
-// is deleted or timeout passes.
-func runOutage(ctx context.Context, cl *cluster, p *controllerProc, o *oracle.Oracle, long, timeout, settle time.Duration, backlog func(pods int) time.Duration) (*outage, error) {
+// runOutage taints every every-th node (every tenth by default) with
+// node.kubernetes.io/unreachable NoExecute (TimeAdded set) while p runs,
+// and waits until every pod on them is deleted or timeout passes.
+func runOutage(ctx context.Context, cl *cluster, p *controllerProc, o *oracle.Oracle, every int, long, timeout, settle time.Duration, backlog func(pods int) time.Duration) (*outage, error) {
 	w, err := watchDeletions(ctx, cl)
 	if err != nil {
 		return nil, err
@@ -123,14 +123,14 @@ func runOutage(ctx context.Context, cl *cluster, p *controllerProc, o *oracle.Or
 	out := &outage{Before: p.usage(), ServersBefore: readServers(api, etcd)}
 
 	var taintedNodes []int
-	for j := 0; j < cl.nodes; j += 10 {
+	for j := 0; j < cl.nodes; j += every {
 		taintedNodes = append(taintedNodes, j)
 	}
 	out.TaintedNodes = len(taintedNodes)
 	taint := testenv.NoExecuteTaint(corev1.TaintNodeUnreachable, "")
 	names := map[string]bool{}
 	for i := range cl.pods {
-		if (i%cl.nodes)%10 != 0 {
+		if (i%cl.nodes)%every != 0 {
 			continue
 		}
 		tol := time.Duration(*toleration(i, cl.nodes, long).TolerationSeconds) * time.Second
