@@ -124,7 +124,7 @@ func (r *report) outage(k kind, cl *cluster, out *outage, cfg config) {
 		s.LateP50.Seconds(), s.LateP99.Seconds(), s.LateMax.Seconds(), s.Early, s.OutOfOrder, max10,
 		mib(out.After.Peak), out.PeakGoroutines, (out.After.CPU - out.Before.CPU).Seconds(),
 		(srv.APIServer.CPU - out.ServersBefore.APIServer.CPU).Seconds(), (srv.Etcd.CPU - out.ServersBefore.Etcd.CPU).Seconds(), len(out.Violations))
-	r.logf("  requests from the taint to 5 s after the last deletion, by client:\n%s", strings.Join(lines, "\n"))
+	r.logf("  requests from the taint to %v after the last deletion, by client:\n%s", cfg.settle, strings.Join(lines, "\n"))
 	for i, v := range out.Violations {
 		if i == 20 {
 			r.logf("  … %d more violations", len(out.Violations)-20)
