@@ -140,31 +140,32 @@ func TestReadmeCommandsNameExistingPackages(t *testing.T) {
 }
 
 // commandDirs returns the directories a go run, test or vet command line
-// names, relative to the repository's root: its -C directory, and the
-// package patterns inside it.
+// names, relative to the repository's root: the directory it runs in (a
+// subshell's cd, or -C), and the package patterns inside it.
 func commandDirs(line string) []string {
 	m := commandRE.FindStringSubmatch(strings.TrimSpace(line))
 	if m == nil {
 		return nil
 	}
-	base := m[1]
+	base := m[1] + m[2] // at most one of them is set
 	dirs := []string{}
 	if base != "" {
 		dirs = append(dirs, base)
 	}
-	for _, arg := range strings.Fields(m[2]) {
+	for _, arg := range strings.Fields(m[3]) {
 		if strings.HasPrefix(arg, "#") {
 			break
 		}
 		if !strings.HasPrefix(arg, "./") {
 			continue
 		}
+		arg = strings.TrimSuffix(arg, ")") // the subshell's end
 		dirs = append(dirs, filepath.Join(base, strings.TrimSuffix(arg, "...")))
 	}
 	return dirs
 }
 
-var commandRE = regexp.MustCompile(`^go (?:-C (\S+) )?(?:run|test|vet) (.*)$`)
+var commandRE = regexp.MustCompile(`^(?:\(cd (\S+) && )?go (?:-C (\S+) )?(?:run|test|vet) (.*)$`)
 
 // Relative links in the documentation point at files of the repository.
 func TestReadmeLinksResolve(t *testing.T) {
@@ -432,6 +433,7 @@ func countLang(blocks []readmeBlock, lang string) int {
 func TestCommandDirs(t *testing.T) {
 	for line, want := range map[string][]string{
 		"go -C examples run ./noexecute   # the demo":  {"examples", "examples/noexecute"},
+		"(cd examples && go run ./noexecute)   # demo": {"examples", "examples/noexecute"},
 		"go test ./...                    # the tests": {"."},
 		"go test ./timedqueue/... ./sharding":          {"timedqueue", "sharding"},
 		"go -C examples test ./internal/... # ./x":     {"examples", "examples/internal"},

@@ -108,20 +108,16 @@ func heapAlloc() uint64 {
 	return m.HeapAlloc
 }
 
-// settledHeap returns the live heap once the queues shut down before have
-// gone: client-go's and controller-runtime's keep theirs until their
-// goroutines, told to stop, have returned.
-func settledHeap() uint64 {
-	last := heapAlloc()
-	for range 40 {
-		time.Sleep(50 * time.Millisecond)
-		now := heapAlloc()
-		if now+now/100 >= last {
-			return now
-		}
-		last = now
+// goroutinesBack waits until the process runs no more goroutines than
+// before, as it did before a queue was made: client-go's and
+// controller-runtime's queues keep their items until their goroutines, told
+// to stop by ShutDown, have returned. A goroutine that never returns is
+// given 10 s.
+func goroutinesBack(before int) {
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
 	}
-	return last
 }
 
 // BenchmarkAddAfter fills a queue of each kind with n items due in an hour,
@@ -142,7 +138,7 @@ func BenchmarkAddAfter(b *testing.B) {
 	for b.Loop() {
 		for j := range peers {
 			p := peers[(j+iter)%len(peers)]
-			before := settledHeap()
+			goroutines, before := runtime.NumGoroutine(), heapAlloc()
 			q := p.new()
 			start := time.Now()
 			for i, k := range keys[:n] {
@@ -159,6 +155,7 @@ func BenchmarkAddAfter(b *testing.B) {
 			wall.add(p.name, float64(time.Since(start).Nanoseconds())/float64(n/10))
 			cpu.add(p.name, float64((cpuTime()-cpu0).Nanoseconds())/float64(n/10))
 			q.ShutDown()
+			goroutinesBack(goroutines)
 		}
 		iter++
 	}

@@ -113,6 +113,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced) {
 		return
 	}
+	c.log.Info("Caches synced, starting workers", "workers", workers)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {

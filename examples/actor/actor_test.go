@@ -2,12 +2,13 @@ package actor_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
@@ -144,8 +145,15 @@ func start(t *testing.T) *harness {
 		return false, nil, nil // on to the tracker
 	})
 	factory := informers.NewSharedInformerFactory(h.client, 0)
+	started := make(chan struct{})
+	var once sync.Once
+	logger := funcr.New(func(_, args string) {
+		if strings.Contains(args, `"Caches synced, starting workers"`) {
+			once.Do(func() { close(started) })
+		}
+	}, funcr.Options{})
 	c, err := actor.New(h.client, factory.Core().V1().ConfigMaps(), actor.Config{
-		Clock: h.clk, MetricsProvider: handOuts{h}, Logger: logr.Discard()})
+		Clock: h.clk, MetricsProvider: handOuts{h}, Logger: logger})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
@@ -157,9 +165,9 @@ func start(t *testing.T) *harness {
 		factory.Shutdown()
 	})
 	// Run waits for the informer's sync as controllers do, polling every
-	// 100 ms of the bubble's time, which passes at once once every
-	// goroutine of the bubble waits: this is no wait in real time.
-	time.Sleep(time.Second)
+	// 100 ms of the bubble's time, which passes at once while every
+	// goroutine of the bubble waits: here, for its workers to start.
+	<-started
 	synctest.Wait()
 	return h
 }
