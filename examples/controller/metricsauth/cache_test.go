@@ -159,10 +159,10 @@ func TestAcceptedTokenCached(t *testing.T) {
 	tokens, _ := fx.api.counts()
 	assert.Equal(t, 1, tokens, "TokenReviews for three requests with one token")
 
-	fx.clock.Step(metricsauth.TokenCacheTTL - time.Nanosecond)
+	fx.clock.Step(metricsauth.TokenCacheTTL)
 	assert.Equal(t, http.StatusOK, fx.get("reader-token"))
 	tokens, _ = fx.api.counts()
-	assert.Equal(t, 1, tokens, "TokenReviews a nanosecond before the answer expires")
+	assert.Equal(t, 1, tokens, "TokenReviews at the end of the answer's lifetime")
 
 	fx.clock.Step(time.Nanosecond)
 	assert.Equal(t, http.StatusOK, fx.get("reader-token"))
@@ -184,7 +184,7 @@ func TestRejectedTokenCached(t *testing.T) {
 	// The token is accepted now (it was the API server's mistake): the
 	// rejection holds until it expires.
 	fx.api.set(func() { fx.api.users["expired-token"] = "reader" })
-	fx.clock.Step(metricsauth.TokenCacheTTL - time.Nanosecond)
+	fx.clock.Step(metricsauth.TokenCacheTTL)
 	assert.Equal(t, http.StatusUnauthorized, fx.get("expired-token"))
 	fx.clock.Step(time.Nanosecond)
 	assert.Equal(t, http.StatusOK, fx.get("expired-token"))
@@ -204,7 +204,7 @@ func TestAllowCached(t *testing.T) {
 	assert.Equal(t, http.StatusOK, fx.get("reader-token"))
 	fx.api.set(func() { delete(fx.api.allowed, "reader get /metrics") })
 
-	fx.clock.Step(metricsauth.AllowCacheTTL - time.Nanosecond)
+	fx.clock.Step(metricsauth.AllowCacheTTL)
 	assert.Equal(t, http.StatusOK, fx.get("reader-token"), "allowed from the cache")
 	tokens, reviews := fx.api.counts()
 	assert.Equal(t, 2, tokens, "the token's answer expired meanwhile")
@@ -223,7 +223,7 @@ func TestDenyCached(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, fx.get("nobody-token"))
 	fx.api.set(func() { fx.api.allowed["nobody get /metrics"] = true })
 
-	fx.clock.Step(metricsauth.DenyCacheTTL - time.Nanosecond)
+	fx.clock.Step(metricsauth.DenyCacheTTL)
 	assert.Equal(t, http.StatusForbidden, fx.get("nobody-token"), "denied from the cache")
 	_, reviews := fx.api.counts()
 	assert.Equal(t, 1, reviews)
@@ -291,7 +291,7 @@ func TestErrorsNotCached(t *testing.T) {
 }
 
 // Many distinct tokens cost a review each but never more than CacheSize
-// answers; a full cache first drops the answers that expired.
+// answers; a full cache drops the least recently used.
 func TestCacheBounded(t *testing.T) {
 	fx := newFixture(t)
 	const tokens = metricsauth.CacheSize + 500
@@ -311,8 +311,8 @@ func TestCacheBounded(t *testing.T) {
 	reviewed, _ = fx.api.counts()
 	assert.Equal(t, tokens+1, reviewed, "the first token was not reviewed again")
 
-	// Once they have expired, the next answer makes room by dropping them all.
-	fx.clock.Step(metricsauth.TokenCacheTTL)
+	// Once they have expired, none of them answers any more.
+	fx.clock.Step(metricsauth.TokenCacheTTL + time.Nanosecond)
 	assert.Equal(t, http.StatusOK, fx.get("reader-token"))
 	held, decisions := metricsauth.CacheLens(fx.handler)
 	assert.Equal(t, 1, held)

@@ -25,10 +25,11 @@
 // for a reason that may pass (a connection reset, 429, 500, 504) is tried
 // five times over about 5.6 s first. Each cache holds at most [CacheSize]
 // answers, so that a client sending random tokens costs reviews but not
-// memory. The caches are the package's own, and the reviews go through
-// client-go's typed clients: a binary that imports metricsauth links
-// neither k8s.io/apiserver nor controller-runtime, whose filter brings CEL,
-// gRPC and OpenTelemetry with it.
+// memory (k8s.io/apimachinery's LRUExpireCache: the least recently used
+// goes first). The reviews go through client-go's typed clients: a binary
+// that imports metricsauth links neither k8s.io/apiserver nor
+// controller-runtime, whose filter brings CEL, gRPC and OpenTelemetry with
+// it.
 //
 // [Filter] has the shape of controller-runtime's metricsserver.Filter; a
 // controller-runtime manager takes the filter as

@@ -6,8 +6,8 @@ import "net/http"
 var NewWithClients = newFilter
 
 // CacheLens returns how many answers h, a handler a Filter returned, holds:
-// TokenReviews' and SubjectAccessReviews', expired ones included.
+// TokenReviews' and SubjectAccessReviews' that have not expired.
 func CacheLens(h http.Handler) (tokens, reviews int) {
 	f := h.(*filter)
-	return f.users.len(), f.decisions.len()
+	return len(f.users.Keys()), len(f.decisions.Keys())
 }

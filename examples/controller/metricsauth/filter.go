@@ -16,6 +16,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
@@ -34,6 +35,11 @@ type Filter func(log logr.Logger, next http.Handler) (http.Handler, error)
 // Caching and timeouts, as controller-runtime's filter (k8s.io/apiserver's
 // token cache and delegating authorizer) has them.
 const (
+	// CacheSize is the most answers each of a filter's two caches
+	// (TokenReviews, SubjectAccessReviews) holds; a full one drops its
+	// least recently used. A client sending many distinct tokens costs a
+	// review each, never memory without bound.
+	CacheSize = 4096
 	// TokenCacheTTL is how long a TokenReview's answer, accepted or
 	// rejected, is reused for the same token.
 	TokenCacheTTL = time.Minute
@@ -94,8 +100,8 @@ func newFilter(tokens authenticationclient.TokenReviewInterface, reviews authori
 			tokens:    tokens,
 			reviews:   reviews,
 			retry:     retry,
-			users:     newTTLCache[tokenAnswer](clk, CacheSize),
-			decisions: newTTLCache[accessAnswer](clk, CacheSize),
+			users:     cache.NewLRUExpireCacheWithClock(CacheSize, clk),
+			decisions: cache.NewLRUExpireCacheWithClock(CacheSize, clk),
 			log:       log,
 			errors:    &errorLog{log: log, clock: clk, every: ErrorLogInterval},
 			next:      next,
@@ -107,8 +113,8 @@ type filter struct {
 	tokens    authenticationclient.TokenReviewInterface
 	reviews   authorizationclient.SubjectAccessReviewInterface
 	retry     wait.Backoff
-	users     *ttlCache[tokenAnswer]  // by the token's digest
-	decisions *ttlCache[accessAnswer] // by the review spec's digest
+	users     *cache.LRUExpireCache // tokenAnswers by the token's SHA-256 (no token is held)
+	decisions *cache.LRUExpireCache // accessAnswers by the review spec's SHA-256
 	log       logr.Logger
 	errors    *errorLog
 	next      http.Handler
@@ -180,7 +186,8 @@ func bearerToken(req *http.Request) (string, bool) {
 // is not cached, so that the next request asks again).
 func (f *filter) authenticate(ctx context.Context, token string) (authenticationv1.UserInfo, bool, error) {
 	key := sha256.Sum256([]byte(token))
-	if a, ok := f.users.get(key); ok {
+	if v, ok := f.users.Get(key); ok {
+		a := v.(tokenAnswer)
 		return a.user, a.authenticated, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReviewTimeout)
@@ -192,10 +199,10 @@ func (f *filter) authenticate(ctx context.Context, token string) (authentication
 	st := review.Status
 	if !st.Authenticated {
 		f.log.V(4).Info("Unauthorized: the TokenReview rejected the token", "reason", st.Error)
-		f.users.put(key, tokenAnswer{}, TokenCacheTTL)
+		f.users.Add(key, tokenAnswer{}, TokenCacheTTL)
 		return authenticationv1.UserInfo{}, false, nil
 	}
-	f.users.put(key, tokenAnswer{user: st.User, authenticated: true}, TokenCacheTTL)
+	f.users.Add(key, tokenAnswer{user: st.User, authenticated: true}, TokenCacheTTL)
 	return st.User, true, nil
 }
 
@@ -224,8 +231,8 @@ func (f *filter) authorize(ctx context.Context, user authenticationv1.UserInfo, 
 		return accessAnswer{}, fmt.Errorf("metricsauth: SubjectAccessReview: %w", err)
 	}
 	key := sha256.Sum256(raw)
-	if a, ok := f.decisions.get(key); ok {
-		return a, nil
+	if v, ok := f.decisions.Get(key); ok {
+		return v.(accessAnswer), nil
 	}
 	var review *authorizationv1.SubjectAccessReview
 	var reviewErr error
@@ -255,7 +262,7 @@ func (f *filter) authorize(ctx context.Context, user authenticationv1.UserInfo, 
 	if a.allowed {
 		ttl = AllowCacheTTL
 	}
-	f.decisions.put(key, a, ttl)
+	f.decisions.Add(key, a, ttl)
 	return a, nil
 }
 
