@@ -357,6 +357,9 @@ func TestSoak(t *testing.T) {
 	for _, v := range rep.Violations {
 		t.Errorf("oracle: %s", v)
 	}
+	if len(rep.Violations) > 0 {
+		t.Log(podLogLines(dir, rep.Violations))
+	}
 	kinds := map[string]int{}
 	for _, f := range faults {
 		if strings.HasPrefix(f.detail, "failed") {

@@ -386,14 +386,23 @@ func checkLost(in input, holder func(time.Time) string, l *podLife, rep *Report,
 			}
 		}()
 	}
+	// runSince is when the pod became due, while it has stayed due since:
+	// a state that keeps it due (any change of the pod, its node or its
+	// devices) continues its wait, with the faults that it overlapped.
+	var runSince time.Time
 	for i, s := range l.segs {
 		if s.c.at.IsZero() || !s.c.at.Before(s.to) {
+			runSince = time.Time{}
 			continue // not due in this state
 		}
 		dueSince := s.c.at
 		if s.from.After(dueSince) {
 			dueSince = s.from
 		}
+		if !runSince.IsZero() && !s.c.at.After(s.from) {
+			dueSince = runSince
+		}
+		runSince = dueSince
 		bound := dueSince.Add(lostBound)
 		fault := ""
 		for _, f := range in.faults {

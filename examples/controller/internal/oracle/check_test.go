@@ -117,6 +117,21 @@ func flapped(in *input, d, back time.Duration) {
 	refreshed(in, back)
 }
 
+// tolerateOther adds to the pod at d a toleration of another taint: a
+// state of its own, with the same deadline.
+func tolerateOther(in *input, d time.Duration) {
+	p := in.pods[uid][len(in.pods[uid])-1].pod.DeepCopy()
+	p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "other", Operator: corev1.TolerationOpExists})
+	in.pods[uid] = append(in.pods[uid], podObs{at: at(d), pod: p})
+}
+
+// untainted removes the node's taint at d.
+func untainted(in *input, d time.Duration) {
+	n := in.nodes["n"][0].node.DeepCopy()
+	n.Spec.Taints = nil
+	in.nodes["n"] = append(in.nodes["n"], nodeObs{at: at(d), node: n})
+}
+
 func TestCheck(t *testing.T) {
 	for name, s := range map[string]scenario{
 		"flapped, deleted at the first countdown's end": {
@@ -268,6 +283,24 @@ func TestCheck(t *testing.T) {
 			extra:     func(in *input) { deleted(in, 8*time.Second, 200) },
 			faults:    []FaultWindow{{Name: "outage", Start: at(4 * time.Second), End: at(6 * time.Second)}},
 			wantEvict: 1,
+		},
+		// Due from its deadline through a fault that refused its deletion,
+		// with the pod changed after the fault (a state of its own, due
+		// still) and the taint gone before the fault's allowance ran out:
+		// the pod has been due since its deadline, and the fault covers it.
+		"due through a fault and a change after it, the taint gone within the fault's allowance": {
+			tol:    ptrSeconds(5),
+			faults: []FaultWindow{{Name: "refusals", Start: at(4 * time.Second), End: at(6 * time.Second), After: 30 * time.Second}},
+			extra: func(in *input) {
+				tolerateOther(in, 10*time.Second)
+				untainted(in, 20*time.Second)
+			},
+		},
+		"due through a fault and a change after it, never deleted": {
+			tol:      ptrSeconds(5),
+			faults:   []FaultWindow{{Name: "refusals", Start: at(4 * time.Second), End: at(6 * time.Second), After: 30 * time.Second}},
+			extra:    func(in *input) { tolerateOther(in, 10*time.Second) },
+			wantViol: []string{"never lost"},
 		},
 		"deleted 3 s late while slowed by 2 s": {
 			tol:       ptrSeconds(5),
