@@ -306,10 +306,10 @@ func TestCacheBounded(t *testing.T) {
 	// The latest token is still cached; the first was dropped for room.
 	assert.Equal(t, http.StatusUnauthorized, fx.get(fmt.Sprintf("random-%d", tokens-1)))
 	reviewed, _ = fx.api.counts()
-	assert.Equal(t, tokens, reviewed, "the latest token is reviewed again")
+	assert.Equal(t, tokens, reviewed, "the latest token answered from the cache")
 	assert.Equal(t, http.StatusUnauthorized, fx.get("random-0"))
 	reviewed, _ = fx.api.counts()
-	assert.Equal(t, tokens+1, reviewed, "the first token was not reviewed again")
+	assert.Equal(t, tokens+1, reviewed, "the first token, dropped for room, reviewed again")
 
 	// Once they have expired, none of them answers any more.
 	fx.clock.Step(metricsauth.TokenCacheTTL + time.Nanosecond)

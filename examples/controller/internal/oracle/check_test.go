@@ -111,9 +111,7 @@ func refreshed(in *input, d time.Duration) {
 // flapped removes the node's taint at d and adds it again at back, with
 // TimeAdded back.
 func flapped(in *input, d, back time.Duration) {
-	n := in.nodes["n"][0].node.DeepCopy()
-	n.Spec.Taints = nil
-	in.nodes["n"] = append(in.nodes["n"], nodeObs{at: at(d), node: n})
+	untainted(in, d)
 	refreshed(in, back)
 }
 
